@@ -1,0 +1,178 @@
+package failure
+
+// Exit statuses. 0 is success; these are what a failure ends a command with.
+const (
+	// ExitFailure is a failure of the operation itself.
+	ExitFailure = 1
+	// ExitInput is bad input: a manifest, a flag, a name. Nothing was changed.
+	ExitInput = 2
+	// ExitRefused is a deliberate refusal: af will not do this here, on purpose.
+	ExitRefused = 3
+)
+
+// The catalogue. Codes are never reused; a retired code stays, marked as retired in its title.
+// docs/errors.md is generated from this table (make generate) and a test keeps it current.
+var (
+	Unavailable = &Entry{
+		Code:  "AF-RUN-001",
+		Title: "not available in this version",
+		Exit:  ExitFailure,
+		Means: "The command or feature exists in af's design but this build of af does not implement it yet. " +
+			"Nothing was changed.",
+		Do: "Run `af version` to see which build you have, and use a build that has the feature. " +
+			"Do not work around it: af never pretends to have done what it cannot do.",
+	}
+	ClusterUnreachable = &Entry{
+		Code:  "AF-RUN-002",
+		Title: "cluster API unreachable or refused",
+		Exit:  ExitFailure,
+		Means: "af could not talk to the Kubernetes API server, or the server refused the credentials " +
+			"af presented. Nothing was changed by this attempt.",
+		Do: "Check the context af says it is using (`--context`, `runtime.kubeconfig_context`, or the " +
+			"kubeconfig's current context), that `kubectl --context NAME get ns` works with the same " +
+			"kubeconfig, and that the credentials have not expired.",
+	}
+	UsageInvalid = &Entry{
+		Code:  "AF-RUN-003",
+		Title: "invalid command line",
+		Exit:  ExitInput,
+		Means: "A command, flag or argument was not understood. Nothing was run.",
+		Do:    "Run the command with `--help` to see what it takes.",
+	}
+	NotReady = &Entry{
+		Code:  "AF-RUN-004",
+		Title: "not ready in time",
+		Exit:  ExitFailure,
+		Means: "Something af started did not become ready before its deadline. The environment exists " +
+			"but is not serving.",
+		Do: "Read the reason af gives (image pull, scheduling, the gate not passing, a failing readiness " +
+			"check), fix it and run `af up` again; `af status` shows each service. `af down` removes " +
+			"the environment.",
+	}
+	ExitedDuringStart = &Entry{
+		Code:  "AF-RUN-005",
+		Title: "exited during start",
+		Exit:  ExitFailure,
+		Means: "A service's process exited before it became ready. The environment exists but that " +
+			"service is not serving.",
+		Do: "Read the exit code and the last log lines af shows, fix the service and run `af up` " +
+			"again. `af down` removes the environment.",
+	}
+	ManifestUnreadable = &Entry{
+		Code:  "AF-RUN-010",
+		Title: "manifest not found or unreadable",
+		Exit:  ExitInput,
+		Means: "af could not read the manifest file. Nothing was changed.",
+		Do: "Run af from the repository root, where af.yaml lives, or name the file with `-f PATH`. " +
+			"`-f -` reads the manifest from standard input.",
+	}
+	ManifestInvalid = &Entry{
+		Code:  "AF-RUN-011",
+		Title: "manifest is not valid",
+		Exit:  ExitInput,
+		Means: "The manifest has one or more problems; each is listed with the path of the field at " +
+			"fault. Nothing was changed.",
+		Do: "Fix every listed problem and run `af validate` until it reports the manifest valid. " +
+			"The JSON Schema in manifest/af.schema.json gives editors completion and checks as you type.",
+	}
+	NameInvalid = &Entry{
+		Code:  "AF-RUN-012",
+		Title: "environment name cannot be derived",
+		Exit:  ExitInput,
+		Means: "The repository, pull request number or environment name given to af cannot make an " +
+			"environment id. Nothing was changed.",
+		Do: "Give a repository as OWNER/NAME, a pull request number of 1 or more, or an environment " +
+			"name with at least one letter or digit.",
+	}
+	TeardownIncomplete = &Entry{
+		Code:  "AF-RUN-030",
+		Title: "teardown incomplete",
+		Exit:  ExitFailure,
+		Means: "af asked for the environment to be removed but it was still there when the wait ended; " +
+			"usually a finalizer that nothing is clearing.",
+		Do: "The message names what is holding it. Fix or remove that finalizer's owner, then run " +
+			"`af down` again; it is safe to repeat.",
+	}
+	NotPlaced = &Entry{
+		Code:  "AF-RUN-040",
+		Title: "could not be placed",
+		Exit:  ExitFailure,
+		Means: "The cluster's scheduler could not place a pod of the environment on any node.",
+		Do: "Read the scheduler's reason af shows (resources, taints, node selectors). Smaller " +
+			"`resources` or fewer `replicas` may fit; otherwise the cluster needs more capacity.",
+	}
+	DependencyCycle = &Entry{
+		Code:  "AF-RUN-041",
+		Title: "dependency cycle",
+		Exit:  ExitInput,
+		Means: "Services depend on each other in a circle, so no order can start them. Nothing was changed.",
+		Do:    "Remove one `depends_on` entry from the cycle af names.",
+	}
+	DependencyMissing = &Entry{
+		Code:  "AF-RUN-042",
+		Title: "missing dependency",
+		Exit:  ExitInput,
+		Means: "A service's `depends_on` names a service the manifest does not define. Nothing was changed.",
+		Do:    "Correct the name, or define that service under `services`.",
+	}
+	NotContained = &Entry{
+		Code:  "AF-RUN-043",
+		Title: "cluster does not contain the environment",
+		Exit:  ExitRefused,
+		Means: "af's probe, running under exactly the rules a service runs under, got out by a route " +
+			"the environment's NetworkPolicies deny, or could not answer at all. The cluster's network " +
+			"plugin is not enforcing NetworkPolicy for this namespace, so af refused to start any " +
+			"application code. The namespace and its policies remain.",
+		Do: "Run the environment on a cluster whose CNI enforces NetworkPolicy (Calico, Cilium, " +
+			"kube-router, or k3s's embedded controller), then run `af up` again. `af down` removes " +
+			"what was created.",
+	}
+	RuntimeCannot = &Entry{
+		Code:  "AF-RUN-044",
+		Title: "this runtime cannot do that",
+		Exit:  ExitRefused,
+		Means: "The manifest or the command asks for something the selected runtime cannot provide. " +
+			"Nothing was changed.",
+		Do: "Change the manifest as the message says (for example, a database the environment can " +
+			"reach instead of a container on this machine), or use a runtime that can.",
+	}
+	NamespaceNotOurs = &Entry{
+		Code:  "AF-RUN-045",
+		Title: "namespace not created by af",
+		Exit:  ExitRefused,
+		Means: "A namespace with the environment's name exists but does not carry the label " +
+			"dev.antifailure.managed=true, so af did not create it and will neither use nor delete it. " +
+			"It was left untouched.",
+		Do: "Choose another `runtime.namespace_prefix` or environment name, or remove that namespace " +
+			"yourself if you are sure it is unused.",
+	}
+	CapacityShort = &Entry{
+		Code:  "AF-RUN-047",
+		Title: "sizes cannot be placed",
+		Exit:  ExitFailure,
+		Means: "The sizes the manifest asks for cannot fit the cluster's free capacity in any packing: " +
+			"an instance fits no single node, or the total exceeds what is free. Nothing was created.",
+		Do: "Lower the named service's `resources` or `replicas`, or free or add capacity; the message " +
+			"names the dimension and the shortfall.",
+	}
+	Internal = &Entry{
+		Code:  "AF-RUN-099",
+		Title: "unexpected failure",
+		Exit:  ExitFailure,
+		Means: "af failed in a way its catalogue does not describe. This is a defect in af.",
+		Do: "Run again with the same input to see whether it repeats, and report it with the full " +
+			"message and `af version` output.",
+	}
+)
+
+// Catalogue returns every entry, in code order.
+func Catalogue() []*Entry {
+	return []*Entry{
+		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart,
+		ManifestUnreadable, ManifestInvalid, NameInvalid,
+		TeardownIncomplete,
+		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
+		NamespaceNotOurs, CapacityShort,
+		Internal,
+	}
+}

@@ -1,0 +1,135 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// HostPattern is an egress rule's host: an exact name, "*." followed by a domain (one or more
+// labels before it), or a name with "*" as whole labels elsewhere (exactly one label each).
+// Matching is case-insensitive; a trailing dot on the host is ignored.
+type HostPattern struct {
+	raw string
+	// anyPrefix is true for a leading "*.": one or more labels before the rest.
+	anyPrefix bool
+	// labels are the remaining labels, "*" meaning exactly one label.
+	labels []string
+}
+
+// ParseHostPattern checks and parses a rule's host.
+func ParseHostPattern(s string) (HostPattern, error) {
+	p := HostPattern{raw: s}
+	if s == "" {
+		return p, errors.New("is empty")
+	}
+	if len(s) > 253 {
+		return p, errors.New("is longer than 253 characters")
+	}
+	if s == "*" {
+		return p, errors.New("alone is not a rule; set egress.default for hosts no rule names")
+	}
+	if strings.Contains(s, "://") || strings.ContainsAny(s, "/:?#@ ") {
+		if _, err := netip.ParseAddr(strings.Trim(s, "[]")); err == nil {
+			return p, errors.New("is an IP address; rules name hosts, because the sidecar decides by the name a client asks for")
+		}
+		return p, errors.New("is not a host name: write only the name, without scheme, port, path or spaces (ports go in ports)")
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return p, errors.New("is an IP address; rules name hosts, because the sidecar decides by the name a client asks for")
+	}
+	name := strings.ToLower(strings.TrimSuffix(s, "."))
+	if rest, ok := strings.CutPrefix(name, "*."); ok {
+		p.anyPrefix = true
+		name = rest
+	}
+	labels := strings.Split(name, ".")
+	literal := 0
+	for _, l := range labels {
+		if l == "*" {
+			continue
+		}
+		if err := checkLabel(l); err != nil {
+			return p, err
+		}
+		literal++
+	}
+	if p.anyPrefix && literal < 2 {
+		return p, errors.New("is too broad: a leading \"*.\" needs a domain of at least two labels after it")
+	}
+	if literal == 0 {
+		return p, errors.New("has no literal label; set egress.default for hosts no rule names")
+	}
+	p.labels = labels
+	return p, nil
+}
+
+func checkLabel(l string) error {
+	if l == "" {
+		return errors.New("has an empty label (two dots in a row, or a dot at the start)")
+	}
+	if len(l) > 63 {
+		return fmt.Errorf("has a label longer than 63 characters (%q)", truncate(l, 20))
+	}
+	if strings.Contains(l, "*") {
+		return fmt.Errorf("has %q: a '*' must be a whole label", l)
+	}
+	for i, r := range l {
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' && i > 0 && i < len(l)-1
+		if !ok {
+			return fmt.Errorf("has %q, which is not a DNS label (letters, digits, '-' inside, '_')", l)
+		}
+	}
+	return nil
+}
+
+// String returns the pattern as written.
+func (p HostPattern) String() string { return p.raw }
+
+// Match reports whether host is matched by the pattern.
+func (p HostPattern) Match(host string) bool {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host == "" || len(p.labels) == 0 {
+		return false
+	}
+	hl := strings.Split(host, ".")
+	if p.anyPrefix {
+		if len(hl) <= len(p.labels) {
+			return false
+		}
+		hl = hl[len(hl)-len(p.labels):]
+	} else if len(hl) != len(p.labels) {
+		return false
+	}
+	for i, l := range p.labels {
+		if hl[i] == "" || l != "*" && l != hl[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Exact reports whether the pattern names one host.
+func (p HostPattern) Exact() bool {
+	if p.anyPrefix {
+		return false
+	}
+	for _, l := range p.labels {
+		if l == "*" {
+			return false
+		}
+	}
+	return true
+}
+
+// Literals counts the pattern's literal labels: more is more specific.
+func (p HostPattern) Literals() int {
+	n := 0
+	for _, l := range p.labels {
+		if l != "*" {
+			n++
+		}
+	}
+	return n
+}
