@@ -66,10 +66,10 @@ func TestForPullRequestRejectsBadInput(t *testing.T) {
 
 func TestForName(t *testing.T) {
 	cases := map[string]string{
-		"shop":               "shop",
-		"Feature-Login":      "feature-login",
-		"feature/login page": "feature-login-page-" + hash("feature/login page"),
-		"--x--":              "x-" + hash("--x--"),
+		"shop":                   "shop",
+		"Feature-Login":          "feature-login",
+		"feature/login page":     "feature-login-page-" + hash("feature/login page"),
+		"--x--":                  "x-" + hash("--x--"),
 		strings.Repeat("ab", 40): strings.Repeat("ab", 27) + "-" + hash(strings.Repeat("ab", 40)),
 	}
 	for in, want := range cases {

@@ -527,4 +527,3 @@ func yamlErrorLine(err error) int {
 	}
 	return n
 }
-

@@ -37,18 +37,18 @@ type Runtime struct {
 
 // Service is one service of the environment.
 type Service struct {
-	Kind        string            `json:"kind,omitempty" enum:"web|worker|cron" doc:"web: serves HTTP on port and gets a preview URL. worker: runs continuously, may listen on port for other services. cron: runs on schedule. Default: web when port is set, else worker."`
-	Image       string            `json:"image,omitempty" doc:"A prebuilt image reference. Exactly one of image and build is required."`
-	Build       *Build            `json:"build,omitempty" doc:"How to build the service's image. Exactly one of image and build is required."`
-	Command     Command           `json:"command,omitzero" doc:"What to run instead of the image's default. A list is run as it is (exec form); a string is run by /bin/sh -c, so the image needs a shell."`
-	Port        int               `json:"port,omitempty" min:"1" max:"65535" doc:"The TCP port the service listens on. Required for web services."`
-	HealthPath  string            `json:"health_path,omitempty" doc:"An HTTP path, starting with '/', that answers 2xx or 3xx when the service is ready. Requires port. Without it a service is ready when its port accepts a connection."`
-	Migrate     Command           `json:"migrate,omitzero" doc:"A command run once, to completion, before the service starts (a Job on Kubernetes, never retried). Same forms as command."`
-	Replicas    int               `json:"replicas,omitempty" default:"1" min:"1" max:"20" doc:"How many instances run. All must be ready for the service to be ready."`
-	Resources   *Resources        `json:"resources,omitempty" doc:"The size of one instance: requested and limited to the same figures. A dimension not named is neither requested nor limited."`
-	Schedule    string            `json:"schedule,omitempty" doc:"Cron services only, and required for them: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."`
-	Env         map[string]string `json:"env,omitempty" doc:"Environment variables, name to value. Values are strings: quote numbers and booleans. The proxy variables are set by af and cannot be set here."`
-	DependsOn   []string          `json:"depends_on,omitempty" doc:"Services that must be ready before this one starts."`
+	Kind       string            `json:"kind,omitempty" enum:"web|worker|cron" doc:"web: serves HTTP on port and gets a preview URL. worker: runs continuously, may listen on port for other services. cron: runs on schedule. Default: web when port is set, else worker."`
+	Image      string            `json:"image,omitempty" doc:"A prebuilt image reference. Exactly one of image and build is required."`
+	Build      *Build            `json:"build,omitempty" doc:"How to build the service's image. Exactly one of image and build is required."`
+	Command    Command           `json:"command,omitzero" doc:"What to run instead of the image's default. A list is run as it is (exec form); a string is run by /bin/sh -c, so the image needs a shell."`
+	Port       int               `json:"port,omitempty" min:"1" max:"65535" doc:"The TCP port the service listens on. Required for web services."`
+	HealthPath string            `json:"health_path,omitempty" doc:"An HTTP path, starting with '/', that answers 2xx or 3xx when the service is ready. Requires port. Without it a service is ready when its port accepts a connection."`
+	Migrate    Command           `json:"migrate,omitzero" doc:"A command run once, to completion, before the service starts (a Job on Kubernetes, never retried). Same forms as command."`
+	Replicas   int               `json:"replicas,omitempty" default:"1" min:"1" max:"20" doc:"How many instances run. All must be ready for the service to be ready."`
+	Resources  *Resources        `json:"resources,omitempty" doc:"The size of one instance: requested and limited to the same figures. A dimension not named is neither requested nor limited."`
+	Schedule   string            `json:"schedule,omitempty" doc:"Cron services only, and required for them: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."`
+	Env        map[string]string `json:"env,omitempty" doc:"Environment variables, name to value. Values are strings: quote numbers and booleans. The proxy variables are set by af and cannot be set here."`
+	DependsOn  []string          `json:"depends_on,omitempty" doc:"Services that must be ready before this one starts."`
 }
 
 // Build says how to build a service's image.
