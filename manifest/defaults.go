@@ -34,6 +34,9 @@ func applyDefaults(m *Manifest) {
 			s.Kind = KindOf(s)
 		}
 	}
+	if m.Database != nil && m.Database.Provider == "container" && m.Database.Engine == "" {
+		m.Database.Engine = "postgres"
+	}
 }
 
 func fill(v reflect.Value) {

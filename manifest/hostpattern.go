@@ -94,6 +94,11 @@ func (p HostPattern) Match(host string) bool {
 		return false
 	}
 	hl := strings.Split(host, ".")
+	for _, l := range hl {
+		if l == "" {
+			return false
+		}
+	}
 	if p.anyPrefix {
 		if len(hl) <= len(p.labels) {
 			return false
@@ -103,7 +108,7 @@ func (p HostPattern) Match(host string) bool {
 		return false
 	}
 	for i, l := range p.labels {
-		if hl[i] == "" || l != "*" && l != hl[i] {
+		if l != "*" && l != hl[i] {
 			return false
 		}
 	}

@@ -86,13 +86,16 @@ func (r *Result) Err(source string) error {
 			fmt.Fprintf(&b, " [%s]", p.Code)
 		}
 	}
-	return &failure.Error{Entry: entry, Detail: b.String(), Cause: &Invalid{Problems: r.Problems}}
+	return &failure.Error{Entry: entry, Detail: b.String(), Cause: &Invalid{Problems: r.Problems, text: b.String()}}
 }
 
 // Invalid is the cause carried by Result.Err: the problems, for errors.As.
-type Invalid struct{ Problems []Problem }
+type Invalid struct {
+	Problems []Problem
+	text     string
+}
 
-func (e *Invalid) Error() string { return fmt.Sprintf("%d manifest problems", len(e.Problems)) }
+func (e *Invalid) Error() string { return e.text }
 
 // Load reads and parses the manifest at path; "-" reads stdin from in. An unreadable file is
 // an AF-RUN-010 failure; a readable one yields a Result whatever its problems.

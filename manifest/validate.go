@@ -204,7 +204,7 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 		v.quantity(p+".resources.cpu", s.Resources.CPU, minCPU, maxCPU, "1m to 64")
 		v.quantity(p+".resources.memory", s.Resources.Memory, minMemory, maxMemory, "4Mi to 256Gi")
 		if s.Resources.CPU != "" {
-			if q, err := s.Resources.CPU.Value(); err == nil && q.Cmp(maxCPU) <= 0 && q.Sign() > 0 && q.MilliValue()*1000000 != q.ScaledValue(resource.Nano) {
+			if q, err := s.Resources.CPU.Value(); err == nil && q.Cmp(maxCPU) <= 0 && q.Cmp(minCPU) >= 0 && q.MilliValue()*1000000 != q.ScaledValue(resource.Nano) {
 				v.invalid(p+".resources.cpu", "%s is finer than 1m (a thousandth of a CPU)", s.Resources.CPU)
 			}
 		}

@@ -1,0 +1,65 @@
+# af — build, test, demo. `make help` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+export CGO_ENABLED ?= 0
+
+GO        ?= go
+BIN       := bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -s -w -X github.com/antifailure/af/version.Version=$(VERSION) -X github.com/antifailure/af/version.Commit=$(COMMIT)
+# Packages of af itself: the example app is its own module, tested on its own.
+PKGS      := ./...
+FUZZTIME  ?= 5m
+ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
+
+.PHONY: help build test unit lint generate check-generated bench fuzz demo clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+build: ## build the static af binary into bin/af
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/af ./cmd/af
+	@if command -v ldd >/dev/null && ldd $(BIN)/af >/dev/null 2>&1; then echo "bin/af is not static" >&2; exit 1; fi
+	@echo "built $(BIN)/af ($(VERSION))"
+
+test: lint unit ## everything CI runs: lint, generated files, unit and integration tests
+	@echo "make test: all checks passed"
+
+unit: ## go test (with -race) over af and the example app
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
+	cd examples/shop && CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+lint: check-generated ## gofmt, go vet, actionlint on the workflows
+	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
+	$(GO) vet $(PKGS)
+	cd examples/shop && $(GO) vet ./...
+	$(GO) run $(ACTIONLINT) -no-color .github/workflows/*.yml
+
+generate: ## regenerate manifest/af.schema.json and docs/errors.md
+	$(GO) run ./internal/gen .
+
+check-generated: ## fail when a generated file is stale
+	@tmp=$$(mktemp -d); mkdir -p $$tmp/manifest $$tmp/docs; \
+	  $(GO) run ./internal/gen $$tmp >/dev/null; \
+	  for f in manifest/af.schema.json docs/errors.md; do \
+	    cmp -s $$tmp/$$f $$f || { echo "$$f is stale: run 'make generate'"; rm -rf $$tmp; exit 1; }; \
+	  done; rm -rf $$tmp
+
+bench: ## run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+fuzz: ## fuzz the manifest parser for FUZZTIME (default 5m)
+	$(GO) test ./manifest -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+demo: build ## the main job, end to end, as far as this build of af goes
+	@./hack/demo.sh
+
+clean: ## remove build output
+	rm -rf $(BIN)
+
+-include testcluster/cluster.mk

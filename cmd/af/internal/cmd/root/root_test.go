@@ -1,0 +1,244 @@
+package root
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/cmd/af/internal/iostreams"
+)
+
+type result struct {
+	code   int
+	out    string
+	errOut string
+}
+
+func run(t *testing.T, env map[string]string, stdin string, args ...string) result {
+	t.Helper()
+	ios, in, out, errOut := iostreams.Test()
+	in.WriteString(stdin)
+	f := factory.New(ios, func(k string) string { return env[k] })
+	code := Main(context.Background(), f, args)
+	return result{code, out.String(), errOut.String()}
+}
+
+const valid = `name: shop
+runtime:
+  provider: kubernetes
+services:
+  web:
+    image: shop/web:1.0
+    port: 8080
+    depends_on: [api]
+  api:
+    image: shop/api:1.0
+    replicas: 2
+`
+
+func writeManifest(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "af.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestHelpListsCommands(t *testing.T) {
+	r := run(t, nil, "", "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	for _, c := range []string{"validate", "up", "down", "status", "net", "inbox", "webhook", "probe", "version"} {
+		if !strings.Contains(r.out, "\n  "+c+" ") {
+			t.Errorf("--help does not list %s:\n%s", c, r.out)
+		}
+	}
+	for _, hidden := range []string{"sidecar", "gate", "action", "app "} {
+		if strings.Contains(r.out, "\n  "+hidden) {
+			t.Errorf("--help lists hidden %s", hidden)
+		}
+	}
+	sub := run(t, nil, "", "net", "--help")
+	if !strings.Contains(sub.out, "log") {
+		t.Errorf("af net --help: %s", sub.out)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	path := writeManifest(t, valid)
+	r := run(t, nil, "", "validate", "-f", path)
+	if r.code != 0 || !strings.Contains(r.out, "valid") || !strings.Contains(r.out, "api (worker x2), web (web)") {
+		t.Fatalf("exit %d\nout: %s\nerr: %s", r.code, r.out, r.errOut)
+	}
+	if strings.Contains(r.out, "\x1b[") {
+		t.Error("colour written to a non-terminal")
+	}
+
+	q := run(t, nil, "", "validate", "-q", "-f", path)
+	if q.code != 0 || q.out != "" || q.errOut != "" {
+		t.Errorf("-q printed %q %q", q.out, q.errOut)
+	}
+
+	j := run(t, nil, "", "validate", "-o", "json", "-f", path)
+	var res struct {
+		Valid    bool
+		Problems []any
+		Manifest struct {
+			Runtime struct {
+				NamespacePrefix string `json:"namespace_prefix"`
+			}
+			Services map[string]struct{ Kind string }
+		}
+	}
+	if err := json.Unmarshal([]byte(j.out), &res); err != nil || j.code != 0 {
+		t.Fatalf("exit %d, %v: %s", j.code, err, j.out)
+	}
+	if !res.Valid || len(res.Problems) != 0 || res.Manifest.Runtime.NamespacePrefix != "af-env-" || res.Manifest.Services["api"].Kind != "worker" {
+		t.Errorf("json = %s", j.out)
+	}
+
+	stdin := run(t, nil, valid, "validate", "-f", "-")
+	if stdin.code != 0 {
+		t.Errorf("stdin: exit %d %s", stdin.code, stdin.errOut)
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	path := writeManifest(t, strings.Replace(strings.Replace(valid, "port: 8080", "port: 70000", 1), "[api]", "[apii]", 1))
+	r := run(t, nil, "", "validate", "-f", path)
+	if r.code != 2 {
+		t.Fatalf("exit %d, want 2", r.code)
+	}
+	for _, want := range []string{"Error AF-RUN-011: manifest is not valid", "services.web.port (line 7): 70000 is not a port", `services.web.depends_on[0] (line 8): "apii" is not a service of this manifest; did you mean "api"? [AF-RUN-042]`, "what to do:"} {
+		if !strings.Contains(r.errOut, want) {
+			t.Errorf("missing %q in:\n%s", want, r.errOut)
+		}
+	}
+	j := run(t, nil, "", "validate", "-f", path, "-o", "json")
+	var res struct {
+		Valid    bool
+		Problems []struct{ Path, Code string }
+		Error    struct {
+			Code string
+			Exit int
+		}
+	}
+	if err := json.Unmarshal([]byte(j.out), &res); err != nil {
+		t.Fatalf("%v: %s", err, j.out)
+	}
+	if j.code != 2 || res.Valid || len(res.Problems) != 2 || res.Error.Code != "AF-RUN-011" || res.Error.Exit != 2 || j.errOut != "" {
+		t.Errorf("exit %d json %s stderr %q", j.code, j.out, j.errOut)
+	}
+	if res.Problems[0].Path != "services.web.port" || res.Problems[1].Code != "AF-RUN-042" {
+		t.Errorf("problems = %+v", res.Problems)
+	}
+}
+
+func TestValidateUnreadable(t *testing.T) {
+	r := run(t, nil, "", "validate", "-f", filepath.Join(t.TempDir(), "nope.yaml"))
+	if r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-010") {
+		t.Errorf("exit %d: %s", r.code, r.errOut)
+	}
+	j := run(t, nil, "", "validate", "-o", "json", "-f", filepath.Join(t.TempDir(), "nope.yaml"))
+	var e struct{ Error struct{ Code string } }
+	if err := json.Unmarshal([]byte(j.out), &e); err != nil || e.Error.Code != "AF-RUN-010" {
+		t.Errorf("json: %v %s", err, j.out)
+	}
+}
+
+func TestPendingCommandsSayUnavailable(t *testing.T) {
+	path := writeManifest(t, valid)
+	for _, args := range [][]string{
+		{"up"}, {"down"}, {"status"}, {"net", "log"}, {"inbox"}, {"webhook", "trigger"}, {"probe"},
+		{"sidecar"}, {"gate"}, {"action"}, {"app"},
+		{"up", "--env", "x", "--wait"}, // flags of the future command are not mistaken for usage errors
+	} {
+		r := run(t, nil, "", append(args, "-f", path)...)
+		if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-001") || !strings.Contains(r.errOut, "af "+strings.Join(words(args), " ")+" is not available") {
+			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
+		}
+		if r.out != "" {
+			t.Errorf("af %v printed a result: %q", args, r.out)
+		}
+	}
+	j := run(t, nil, "", "up", "-f", path, "-o", "json")
+	var e struct{ Error struct{ Code string } }
+	if err := json.Unmarshal([]byte(j.out), &e); err != nil || e.Error.Code != "AF-RUN-001" || j.code != 1 {
+		t.Errorf("up -o json: %v %s", err, j.out)
+	}
+	// A command that reads the manifest reports a bad one first.
+	bad := writeManifest(t, "name: x\n")
+	if r := run(t, nil, "", "up", "-f", bad); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-011") {
+		t.Errorf("up with bad manifest: exit %d %s", r.code, r.errOut)
+	}
+}
+
+// words returns the command words of args, without flags and their values.
+func words(args []string) []string {
+	var w []string
+	for i := 0; i < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			i++ // every flag used here takes a value but --wait, which is last
+			continue
+		}
+		w = append(w, args[i])
+	}
+	return w
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"bogus"}, {"validate", "--bogus"}, {"validate", "extra"}, {"-o", "yaml", "version"}, {"net", "bogus"}} {
+		r := run(t, nil, "", args...)
+		if r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-003") {
+			t.Errorf("af %v: exit %d %q", args, r.code, r.errOut)
+		}
+	}
+	j := run(t, nil, "", "bogus", "-o", "json")
+	if !strings.Contains(j.out, `"AF-RUN-003"`) {
+		t.Errorf("json usage error: %q %q", j.out, j.errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := run(t, nil, "", "version")
+	if r.code != 0 || !strings.HasPrefix(r.out, "af ") {
+		t.Errorf("version: %d %q", r.code, r.out)
+	}
+	j := run(t, nil, "", "version", "-o", "json")
+	var v struct{ Version, Commit, GoVersion, Platform string }
+	if err := json.Unmarshal([]byte(j.out), &v); err != nil || v.Version == "" || v.Platform == "" {
+		t.Errorf("version json: %v %s", err, j.out)
+	}
+}
+
+func TestColour(t *testing.T) {
+	ios, _, _, errOut := iostreams.Test()
+	ios.SetColor(true)
+	f := factory.New(ios, func(string) string { return "" })
+	f.Options.File = filepath.Join(t.TempDir(), "missing.yaml")
+	Main(context.Background(), f, []string{"validate", "-f", f.Options.File})
+	if !strings.Contains(errOut.String(), "\x1b[31mError AF-RUN-010") {
+		t.Errorf("no colour when enabled: %q", errOut.String())
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{map[string]string{"NO_COLOR": "1"}, nil},
+		{nil, []string{"--no-color"}},
+	} {
+		ios, _, _, errOut := iostreams.Test()
+		ios.SetColor(true)
+		f := factory.New(ios, func(k string) string { return tc.env[k] })
+		Main(context.Background(), f, append([]string{"validate", "-f", filepath.Join(t.TempDir(), "missing.yaml")}, tc.args...))
+		if strings.Contains(errOut.String(), "\x1b[") {
+			t.Errorf("colour despite %v %v: %q", tc.env, tc.args, errOut.String())
+		}
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/antifailure/af/examples/shop
+
+go 1.26

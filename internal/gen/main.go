@@ -1,0 +1,32 @@
+// Command gen writes the files af generates from its Go sources: the manifest's JSON Schema
+// and the error catalogue's documentation. `make generate` runs it; tests fail when the
+// committed files differ from what it would write.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
+)
+
+func main() {
+	root := "."
+	if len(os.Args) > 1 {
+		root = os.Args[1]
+	}
+	files := map[string][]byte{
+		"manifest/af.schema.json": manifest.Schema(),
+		"docs/errors.md":          failure.Markdown(),
+	}
+	for name, data := range files {
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
+		fmt.Println("wrote", path)
+	}
+}
