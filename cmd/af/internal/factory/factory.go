@@ -45,6 +45,14 @@ func (f *Factory) LoadManifest() (*manifest.Result, error) {
 	return manifest.Load(f.Options.File, f.IO.In)
 }
 
+// ManifestName names the manifest in messages: its path, or "standard input" for -f -.
+func (f *Factory) ManifestName() string {
+	if f.Options.File == "-" {
+		return "standard input"
+	}
+	return f.Options.File
+}
+
 // ValidManifest reads the manifest and returns it, or the catalogued failure listing every
 // problem. Warnings go to the error stream unless quiet.
 func (f *Factory) ValidManifest() (*manifest.Manifest, error) {
@@ -53,7 +61,7 @@ func (f *Factory) ValidManifest() (*manifest.Manifest, error) {
 		return nil, err
 	}
 	f.PrintWarnings(res.Warnings)
-	if err := res.Err(f.Options.File); err != nil {
+	if err := res.Err(f.ManifestName()); err != nil {
 		return nil, err
 	}
 	return res.Manifest, nil
@@ -65,7 +73,7 @@ func (f *Factory) PrintWarnings(ws []manifest.Problem) {
 		return
 	}
 	for _, w := range ws {
-		fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", f.IO.Color(iostreams.Yellow, "warning:"), f.Options.File, w)
+		fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", f.IO.Color(iostreams.Yellow, "warning:"), f.ManifestName(), w)
 	}
 }
 

@@ -42,7 +42,7 @@ manifest with every default applied.`,
 }
 
 func run(f *factory.Factory) error {
-	file := f.Options.File
+	file := f.ManifestName()
 	res, err := f.LoadManifest()
 	if err != nil {
 		return err
