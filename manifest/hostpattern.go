@@ -138,3 +138,37 @@ func (p HostPattern) Literals() int {
 	}
 	return n
 }
+
+// ParseRange checks an egress rule's cidr: a valid prefix, not link-local or loopback (those
+// are never reachable from an environment), no broader than a /8 (IPv6 /32).
+func ParseRange(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, errors.New("is not an address range like 10.20.0.0/16")
+	}
+	if p != p.Masked() {
+		return p, fmt.Errorf("has host bits set; write %s", p.Masked())
+	}
+	addr := p.Addr().Unmap()
+	minBits := 8
+	if addr.Is6() {
+		minBits = 32
+	}
+	if p.Bits() < minBits {
+		return p, fmt.Errorf("is broader than a /%d; name the range the database is in", minBits)
+	}
+	for _, forbidden := range neverReachable {
+		if p.Overlaps(forbidden) {
+			return p, fmt.Errorf("overlaps %s, which an environment may never reach", forbidden)
+		}
+	}
+	return p, nil
+}
+
+// neverReachable are ranges no rule can open: loopback and link-local (the metadata endpoint).
+var neverReachable = []netip.Prefix{
+	netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("::1/128"),
+	netip.MustParsePrefix("fe80::/10"),
+}

@@ -28,6 +28,12 @@ func Schema() []byte {
 		"not":       map[string]any{"pattern": "^" + ReservedServicePrefix},
 	}
 	services["minProperties"] = 1
+	// An egress rule names a host or an address range, not both.
+	rule := root["properties"].(map[string]any)["egress"].(map[string]any)["properties"].(map[string]any)["rules"].(map[string]any)["items"].(map[string]any)
+	rule["oneOf"] = []any{
+		map[string]any{"required": []string{"host"}},
+		map[string]any{"required": []string{"cidr"}},
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")

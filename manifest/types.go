@@ -77,14 +77,15 @@ type Database struct {
 // Egress is what the environment may reach outside itself.
 type Egress struct {
 	Default string       `json:"default,omitempty" default:"block" enum:"block|allow|capture" doc:"The decision for a host no rule matches. capture answers locally and keeps the request for af inbox."`
-	Rules   []EgressRule `json:"rules,omitempty" doc:"Per-host decisions. The most specific matching rule wins: an exact host over any wildcard, then the pattern with more literal labels, then a rule that names ports over one that does not; among equals, the first listed."`
+	Rules   []EgressRule `json:"rules,omitempty" doc:"Per-host decisions. The most specific matching rule wins: an exact host over any wildcard, then the pattern with more literal labels, then a rule that names ports over one that does not; among equals, the first listed. A cidr rule decides for connections to an address; among cidr rules the longest prefix wins."`
 }
 
-// EgressRule decides for the hosts its pattern matches.
+// EgressRule decides for the hosts its pattern matches, or for the addresses its range holds.
 type EgressRule struct {
-	Host  string `json:"host" required:"true" doc:"A host name (api.stripe.com), '*.' followed by a domain (one or more labels before it: *.stripe.com matches a.stripe.com and a.b.stripe.com, not stripe.com), or a name with '*' as whole labels elsewhere (each '*' exactly one label: api.*.example.org)."`
+	Host  string `json:"host,omitempty" doc:"A host name (api.stripe.com), '*.' followed by a domain (one or more labels before it: *.stripe.com matches a.stripe.com and a.b.stripe.com, not stripe.com), or a name with '*' as whole labels elsewhere (each '*' exactly one label: api.*.example.org). Exactly one of host and cidr."`
+	CIDR  string `json:"cidr,omitempty" doc:"An address range (10.20.0.0/16) instead of a host: the rule decides for connections to addresses in it, and with mode allow it lets the sidecar connect to those addresses even though they are private, for a database the environment must reach. Never link-local or loopback, at most a /8 (IPv6: /32). Exactly one of host and cidr."`
 	Ports []int  `json:"ports,omitempty" doc:"The destination ports the rule applies to. Empty: every port."`
-	Mode  string `json:"mode,omitempty" default:"allow" enum:"allow|block|capture" doc:"allow lets the connection through; block refuses it; capture answers it locally and keeps it for af inbox."`
+	Mode  string `json:"mode,omitempty" default:"allow" enum:"allow|block|capture" doc:"allow lets the connection through; block refuses it; capture answers it locally and keeps it for af inbox (plain HTTP and SMTP; a TLS connection to a captured host is refused, because the sidecar does not terminate TLS)."`
 }
 
 // GitHub says what af reports on a pull request.

@@ -502,9 +502,18 @@ func (v *validator) egress(e *Egress) {
 	seen := map[key]int{}
 	for i, r := range e.Rules {
 		p := fmt.Sprintf("egress.rules[%d]", i)
-		if r.Host != "" {
+		switch {
+		case r.Host != "" && r.CIDR != "":
+			v.invalid(p+".cidr", "is given together with host; a rule names one of them")
+		case r.Host == "" && r.CIDR == "":
+			v.invalid(p+".host", "is required (or cidr): a rule names the hosts or addresses it decides for")
+		case r.Host != "":
 			if _, err := ParseHostPattern(r.Host); err != nil {
 				v.invalid(p+".host", "%q %s", r.Host, err)
+			}
+		default:
+			if _, err := ParseRange(r.CIDR); err != nil {
+				v.invalid(p+".cidr", "%q %s", r.CIDR, err)
 			}
 		}
 		ports := map[int]bool{}
@@ -520,8 +529,8 @@ func (v *validator) egress(e *Egress) {
 		}
 		sorted := append([]int(nil), r.Ports...)
 		sort.Ints(sorted)
-		k := key{strings.ToLower(strings.TrimSuffix(r.Host, ".")), fmt.Sprint(sorted)}
-		if j, dup := seen[k]; dup && r.Host != "" {
+		k := key{strings.ToLower(strings.TrimSuffix(r.Host, ".")) + r.CIDR, fmt.Sprint(sorted)}
+		if j, dup := seen[k]; dup && k.host != "" {
 			v.invalid(p, "repeats egress.rules[%d] (same host and ports); keep one", j)
 		}
 		seen[k] = i
