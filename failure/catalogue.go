@@ -155,6 +155,24 @@ var (
 		Do: "Lower the named service's `resources` or `replicas`, or free or add capacity; the message " +
 			"names the dimension and the shortfall.",
 	}
+	SidecarConfigInvalid = &Entry{
+		Code:  "AF-RUN-050",
+		Title: "sidecar configuration invalid",
+		Exit:  ExitInput,
+		Means: "The egress sidecar refused its configuration before opening any port; the environment " +
+			"has no way out until it starts. Every problem is listed.",
+		Do: "The runtime writes this configuration from the manifest: run `af validate`, and if the " +
+			"manifest is valid, report the message as a defect in af.",
+	}
+	SidecarListen = &Entry{
+		Code:  "AF-RUN-051",
+		Title: "sidecar cannot listen",
+		Exit:  ExitFailure,
+		Means: "The egress sidecar could not open one of its ports (proxy, transparent HTTP/TLS, DNS, " +
+			"SMTP, control), so it did not start.",
+		Do: "The message names the address. Another process holds the port, or the sidecar lacks " +
+			"NET_BIND_SERVICE for a port below 1024.",
+	}
 	Internal = &Entry{
 		Code:  "AF-RUN-099",
 		Title: "unexpected failure",
@@ -173,6 +191,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, CapacityShort,
+		SidecarConfigInvalid, SidecarListen,
 		Internal,
 	}
 }

@@ -45,6 +45,7 @@ type Log struct {
 	full    bool
 	seq     uint64
 	dropped uint64
+	closed  bool
 
 	lines chan []byte
 	done  chan struct{}
@@ -103,13 +104,15 @@ func (l *Log) Record(e Entry) Entry {
 	if l.lines != nil {
 		b, err := json.Marshal(e)
 		if err == nil {
-			select {
-			case l.lines <- append(b, '\n'):
-			default:
-				l.mu.Lock()
-				l.dropped++
-				l.mu.Unlock()
+			l.mu.Lock()
+			if !l.closed {
+				select {
+				case l.lines <- append(b, '\n'):
+				default:
+					l.dropped++
+				}
 			}
+			l.mu.Unlock()
 		}
 	}
 	return e
@@ -157,10 +160,14 @@ func (l *Log) Dropped() uint64 {
 	return l.dropped
 }
 
-// Close flushes the stream and stops its writer. Record must not be called after Close.
+// Close flushes the stream and stops its writer. Entries recorded after Close still reach the
+// ring, not the stream. Close may be called more than once.
 func (l *Log) Close() {
-	if l.lines != nil {
+	l.mu.Lock()
+	if l.lines != nil && !l.closed {
 		close(l.lines)
 	}
+	l.closed = true
+	l.mu.Unlock()
 	<-l.done
 }

@@ -55,8 +55,10 @@ type Guard struct {
 	cluster []netip.Prefix
 	// allowed are ranges rules name explicitly.
 	allowed []netip.Prefix
-	ipv6    bool
-	dialer  net.Dialer
+	// self are the sidecar's own addresses: connecting to them would loop.
+	self   []netip.Addr
+	ipv6   bool
+	dialer net.Dialer
 }
 
 // Options configure a Guard.
@@ -64,6 +66,7 @@ type Options struct {
 	Resolver     Resolver
 	ClusterCIDRs []netip.Prefix
 	Allowed      []netip.Prefix
+	Self         []netip.Addr
 	IPv6         bool
 	DialTimeout  time.Duration
 }
@@ -78,7 +81,7 @@ func New(o Options) *Guard {
 	if r == nil {
 		r = net.DefaultResolver
 	}
-	return &Guard{resolver: r, cluster: o.ClusterCIDRs, allowed: o.Allowed, ipv6: o.IPv6, dialer: net.Dialer{Timeout: timeout}}
+	return &Guard{resolver: r, cluster: o.ClusterCIDRs, allowed: o.Allowed, self: o.Self, ipv6: o.IPv6, dialer: net.Dialer{Timeout: timeout}}
 }
 
 // Refused says why the guard would not connect.
@@ -98,6 +101,11 @@ func (r *Refused) Error() string {
 // Check returns why addr may not be reached, or "" when it may.
 func (g *Guard) Check(addr netip.Addr) string {
 	addr = addr.Unmap()
+	for _, s := range g.self {
+		if s.Unmap() == addr {
+			return fmt.Sprintf("%s is the sidecar itself", addr)
+		}
+	}
 	for _, p := range neverAllowed {
 		if p.Contains(addr) {
 			return fmt.Sprintf("%s is in %s, which is never reachable", addr, p)

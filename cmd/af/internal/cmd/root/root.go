@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
+	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
 	"github.com/antifailure/af/cmd/af/internal/cmd/validate"
 	versioncmd "github.com/antifailure/af/cmd/af/internal/cmd/version"
 	"github.com/antifailure/af/cmd/af/internal/factory"
@@ -65,6 +66,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 
 	cmd.AddCommand(validate.NewCmdValidate(f))
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
+	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

@@ -3,10 +3,12 @@ package root
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
@@ -156,7 +158,7 @@ func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
 	for _, args := range [][]string{
 		{"up"}, {"down"}, {"status"}, {"net", "log"}, {"inbox"}, {"webhook", "trigger"}, {"probe"},
-		{"sidecar"}, {"gate"}, {"action"}, {"app"},
+		{"gate"}, {"action"}, {"app"},
 		{"up", "--env", "x", "--wait"}, // flags of the future command are not mistaken for usage errors
 	} {
 		r := run(t, nil, "", append(args, "-f", path)...)
@@ -240,5 +242,50 @@ func TestColour(t *testing.T) {
 		if strings.Contains(errOut.String(), "\x1b[") {
 			t.Errorf("colour despite %v %v: %q", tc.env, tc.args, errOut.String())
 		}
+	}
+}
+
+func TestSidecarCommand(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.yaml", "environment: e\nnamespace: n\ncluster_resolver: nowhere\nadvertise_ipv4: x\nbogus: 1\n")
+	if r := run(t, nil, "", "sidecar", "--config", bad); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-050") || !strings.Contains(r.errOut, "bogus") {
+		t.Errorf("bad config: %d %s", r.code, r.errOut)
+	}
+	bad2 := write("bad2.yaml", "environment: e\nnamespace: n\ncluster_resolver: nowhere\nadvertise_ipv4: x\n")
+	if r := run(t, nil, "", "sidecar", "--config", bad2); r.code != 2 || !strings.Contains(r.errOut, "advertise_ipv4") || !strings.Contains(r.errOut, "cluster_resolver") {
+		t.Errorf("invalid config: %d %s", r.code, r.errOut)
+	}
+	if r := run(t, nil, "", "sidecar"); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-003") {
+		t.Errorf("no --config: %d %s", r.code, r.errOut)
+	}
+	good := write("good.yaml", `environment: shop-pr-1
+namespace: af-env-shop-pr-1
+cluster_resolver: 127.0.0.1:1
+advertise_ipv4: 198.18.3.3
+listen: {proxy: "127.0.0.1:0", dns: "127.0.0.1:0", control: "127.0.0.1:0"}
+`)
+	ios, _, _, errOut := iostreams.Test()
+	f := factory.New(ios, func(string) string { return "" })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if code := Main(ctx, f, []string{"sidecar", "--config", good, "--grace", "1s"}); code != 0 || !strings.Contains(errOut.String(), "serving environment shop-pr-1") {
+		t.Errorf("run: %d %s", code, errOut.String())
+	}
+	// A port already taken: AF-RUN-051 naming the address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := write("taken.yaml", "environment: e\nnamespace: n\ncluster_resolver: 127.0.0.1:1\nadvertise_ipv4: 198.18.3.3\nlisten: {proxy: \""+ln.Addr().String()+"\", control: \"127.0.0.1:0\"}\n")
+	if r := run(t, nil, "", "sidecar", "--config", taken); r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-051") || !strings.Contains(r.errOut, ln.Addr().String()) {
+		t.Errorf("taken port: %d %s", r.code, r.errOut)
 	}
 }

@@ -1,0 +1,521 @@
+// Package proxy is the sidecar's way out: the explicit HTTP proxy (absolute-form requests and
+// CONNECT), and the transparent listeners that catch clients ignoring their proxy settings,
+// deciding plain HTTP by its Host header and TLS by the server name in its ClientHello, which
+// is peeked, never terminated, then spliced. Every request or tunnel is decided by the egress
+// policy, connected only through the guard, and recorded in the decision log; captured plain
+// HTTP is answered locally and kept in the inbox.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/antifailure/af/sidecar/decisionlog"
+	"github.com/antifailure/af/sidecar/guard"
+	"github.com/antifailure/af/sidecar/inbox"
+	"github.com/antifailure/af/sidecar/policy"
+)
+
+// Via values in the decision log.
+const (
+	ViaProxy       = "proxy"
+	ViaTransparent = "transparent"
+)
+
+// Proxy decides and carries outbound connections.
+type Proxy struct {
+	policy *policy.Policy
+	guard  *guard.Guard
+	log    *decisionlog.Log
+	inbox  *inbox.Store
+
+	idle      time.Duration
+	handshake time.Duration
+
+	transport *http.Transport
+	rp        *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	tunnels map[net.Conn]struct{}
+	closing bool
+}
+
+// Options configure a Proxy.
+type Options struct {
+	Policy           *policy.Policy
+	Guard            *guard.Guard
+	Log              *decisionlog.Log
+	Inbox            *inbox.Store
+	IdleTimeout      time.Duration
+	HandshakeTimeout time.Duration
+}
+
+type ctxKey struct{}
+
+// reqState travels with a forwarded request, so the transport and the error handler can
+// record what happened.
+type reqState struct {
+	refused *guard.Refused
+}
+
+// New returns a Proxy.
+func New(o Options) *Proxy {
+	p := &Proxy{
+		policy: o.Policy, guard: o.Guard, log: o.Log, inbox: o.Inbox,
+		idle: o.IdleTimeout, handshake: o.HandshakeTimeout,
+		tunnels: map[net.Conn]struct{}{},
+	}
+	if p.idle == 0 {
+		p.idle = 2 * time.Minute
+	}
+	if p.handshake == 0 {
+		p.handshake = 10 * time.Second
+	}
+	p.transport = &http.Transport{
+		DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			host, portStr, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			port, _ := strconv.Atoi(portStr)
+			c, err := p.guard.Dial(ctx, host, port)
+			var ref *guard.Refused
+			if errors.As(err, &ref) {
+				if st, ok := ctx.Value(ctxKey{}).(*reqState); ok {
+					st.refused = ref
+				}
+			}
+			return c, err
+		},
+		Proxy:                 nil, // never chain to another proxy
+		ForceAttemptHTTP2:     false,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   p.handshake,
+		ResponseHeaderTimeout: p.idle,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       func(*httputil.ProxyRequest) {}, // the outgoing URL is set before ServeHTTP
+		Transport:     p.transport,
+		FlushInterval: -1,
+		ErrorHandler:  func(w http.ResponseWriter, r *http.Request, err error) { p.upstreamError(w, r, err) },
+	}
+	return p
+}
+
+// Explicit returns the handler of the explicit proxy port: absolute-form requests and CONNECT.
+func (p *Proxy) Explicit() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodConnect:
+			p.connect(w, r)
+		case r.URL.IsAbs() && r.URL.Scheme == "http" && r.URL.Host != "":
+			host, port := splitHostPort(r.URL.Host, 80)
+			p.handle(w, r, ViaProxy, host, port)
+		case r.URL.IsAbs():
+			p.refuse(w, r, ViaProxy, r.URL.Hostname(), 0, http.StatusBadRequest,
+				fmt.Sprintf("scheme %q is not proxied: use CONNECT for https", r.URL.Scheme))
+		default:
+			p.refuse(w, r, ViaProxy, r.Host, 0, http.StatusBadRequest,
+				"this is an HTTP proxy: send absolute-form requests (http://host/path) or CONNECT host:port")
+		}
+	})
+}
+
+// Transparent returns the handler of the transparent HTTP port: the destination is the Host
+// header, port 80 unless it names one.
+func (p *Proxy) Transparent() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == "" {
+			p.refuse(w, r, ViaTransparent, "", 80, http.StatusBadRequest, "no Host header: the sidecar decides by the host a client asks for")
+			return
+		}
+		host, port := splitHostPort(r.Host, 80)
+		p.handle(w, r, ViaTransparent, host, port)
+	})
+}
+
+func splitHostPort(hostport string, def int) (string, int) {
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return strings.Trim(hostport, "[]"), def
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 {
+		return host, def
+	}
+	return host, port
+}
+
+// handle decides and serves one plain HTTP request to host:port.
+func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, via, host string, port int) {
+	start := time.Now()
+	d := p.policy.Decide(host, port)
+	entry := decisionlog.Entry{Via: via, Method: r.Method, Host: strings.ToLower(host), Port: port, Path: r.URL.Path, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
+	switch d.Mode {
+	case policy.Block:
+		p.deny(w, http.StatusForbidden, "blocked by the environment's egress policy", d.Rule)
+		entry.Status = http.StatusForbidden
+		p.record(entry, start)
+		return
+	case policy.Capture:
+		p.capture(w, r, host, entry, start)
+		return
+	}
+	// Allowed: forward through the guard.
+	st := &reqState{}
+	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, st))
+	out.URL.Scheme = "http"
+	out.URL.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	out.Host = r.Host
+	if via == ViaProxy {
+		out.Host = r.URL.Host
+	}
+	out.RequestURI = ""
+	body := &countReader{r: r.Body}
+	if r.Body != nil && r.Body != http.NoBody {
+		out.Body = body
+	}
+	cw := &countWriter{ResponseWriter: w}
+	p.rp.ServeHTTP(cw, out)
+	entry.Allowed = st.refused == nil
+	if st.refused != nil {
+		entry.Reason = "guard: " + st.refused.Reason
+	}
+	entry.Status = cw.status()
+	entry.BytesOut = body.n.Load()
+	entry.BytesIn = cw.n
+	p.record(entry, start)
+}
+
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	if st, ok := r.Context().Value(ctxKey{}).(*reqState); ok && st.refused != nil {
+		p.deny(w, http.StatusForbidden, "refused by the sidecar's guard: "+st.refused.Reason, "guard")
+		return
+	}
+	w.Header().Set("X-Af-Egress", "error")
+	http.Error(w, "af sidecar: upstream failed: "+err.Error(), http.StatusBadGateway)
+}
+
+func (p *Proxy) deny(w http.ResponseWriter, status int, why, rule string) {
+	w.Header().Set("X-Af-Egress", "block")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, "af sidecar: %s (%s)\n", why, rule)
+}
+
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, via, host string, port int, status int, reason string) {
+	start := time.Now()
+	p.deny(w, status, reason, "request")
+	p.record(decisionlog.Entry{Via: via, Method: r.Method, Host: host, Port: port, Rule: "request", Mode: policy.Block, Reason: reason, Status: status}, start)
+}
+
+// capture answers a request locally and keeps it in the inbox.
+func (p *Proxy) capture(w http.ResponseWriter, r *http.Request, host string, entry decisionlog.Entry, start time.Time) {
+	limit := int64(1 << 20)
+	if p.inbox != nil {
+		limit = int64(p.inbox.MaxBody())
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	// Drain (bounded) what the bound left, so the client's write completes.
+	rest, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 16<<20))
+	m := inbox.Message{Kind: inbox.KindHTTP, Method: r.Method, Host: strings.ToLower(host), Path: r.URL.RequestURI(), Header: inbox.Redact(r.Header), Body: string(body)}
+	if p.inbox != nil {
+		m = p.inbox.Add(m)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Af-Egress", "capture")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(map[string]any{"af": "captured", "id": m.ID, "host": m.Host})
+	entry.Status = http.StatusOK
+	entry.BytesOut = int64(len(body)) + rest
+	entry.Reason += "; captured as " + m.ID
+	p.record(entry, start)
+}
+
+func (p *Proxy) record(e decisionlog.Entry, start time.Time) {
+	if p.log == nil {
+		return
+	}
+	e.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	p.log.Record(e)
+}
+
+// connect serves CONNECT host:port.
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	host, portStr, err := net.SplitHostPort(r.Host)
+	port, perr := strconv.Atoi(portStr)
+	if err != nil || perr != nil || port < 1 || port > 65535 {
+		p.refuse(w, r, ViaProxy, r.Host, 0, http.StatusBadRequest, "CONNECT needs host:port")
+		return
+	}
+	host = strings.Trim(host, "[]")
+	d := p.policy.Decide(host, port)
+	entry := decisionlog.Entry{Via: ViaProxy, Method: http.MethodConnect, Host: strings.ToLower(host), Port: port, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
+	switch d.Mode {
+	case policy.Block:
+		p.deny(w, http.StatusForbidden, "blocked by the environment's egress policy", d.Rule)
+		entry.Status = http.StatusForbidden
+		p.record(entry, start)
+		return
+	case policy.Capture:
+		p.deny(w, http.StatusForbidden, "capture mode: a tunnel cannot be captured, because the sidecar does not terminate TLS; use plain HTTP to a captured host", d.Rule)
+		entry.Status = http.StatusForbidden
+		entry.Reason = d.Reason + "; a tunnel cannot be captured"
+		p.record(entry, start)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.handshake)
+	up, err := p.guard.Dial(ctx, host, port)
+	cancel()
+	if err != nil {
+		var ref *guard.Refused
+		if errors.As(err, &ref) {
+			p.deny(w, http.StatusForbidden, "refused by the sidecar's guard: "+ref.Reason, "guard")
+			entry.Status, entry.Reason = http.StatusForbidden, "guard: "+ref.Reason
+		} else {
+			w.Header().Set("X-Af-Egress", "error")
+			http.Error(w, "af sidecar: cannot connect: "+err.Error(), http.StatusBadGateway)
+			entry.Status, entry.Allowed, entry.Reason = http.StatusBadGateway, true, d.Reason+"; connect failed: "+err.Error()
+		}
+		p.record(entry, start)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		up.Close()
+		http.Error(w, "af sidecar: CONNECT needs HTTP/1.1", http.StatusHTTPVersionNotSupported)
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
+		up.Close()
+		client.Close()
+		return
+	}
+	// Bytes the client sent after the CONNECT line (a pipelined ClientHello) go first.
+	var pre []byte
+	if n := brw.Reader.Buffered(); n > 0 {
+		pre, _ = brw.Reader.Peek(n)
+		pre = append([]byte(nil), pre...)
+	}
+	entry.Allowed, entry.Status = true, http.StatusOK
+	out, in := p.splice(client, up, pre)
+	entry.BytesOut, entry.BytesIn = out, in
+	p.record(entry, start)
+}
+
+// ServeTLS handles one connection to the transparent TLS port: it reads the ClientHello,
+// decides by its server name, and splices the connection to the destination unchanged.
+func (p *Proxy) ServeTLS(c net.Conn, port int) {
+	start := time.Now()
+	_ = c.SetReadDeadline(time.Now().Add(p.handshake))
+	raw, sni, err := readClientHello(c)
+	_ = c.SetReadDeadline(time.Time{})
+	entry := decisionlog.Entry{Via: ViaTransparent, Method: "TLS", Host: sni, Port: port}
+	if err != nil {
+		entry.Mode, entry.Rule, entry.Reason = policy.Block, "request", "TLS without a usable server name: "+err.Error()
+		if errors.Is(err, errNoSNI) {
+			writeAlert(c, 112) // unrecognized_name
+		}
+		c.Close()
+		p.record(entry, start)
+		return
+	}
+	d := p.policy.Decide(sni, port)
+	entry.Rule, entry.Mode, entry.Reason = d.Rule, d.Mode, d.Reason
+	if d.Mode != policy.Allow {
+		if d.Mode == policy.Capture {
+			entry.Reason += "; TLS cannot be captured, because the sidecar does not terminate it"
+		}
+		writeAlert(c, 49) // access_denied
+		c.Close()
+		p.record(entry, start)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.handshake)
+	up, err := p.guard.Dial(ctx, sni, port)
+	cancel()
+	if err != nil {
+		var ref *guard.Refused
+		if errors.As(err, &ref) {
+			entry.Reason = "guard: " + ref.Reason
+		} else {
+			entry.Allowed = true
+			entry.Reason = d.Reason + "; connect failed: " + err.Error()
+		}
+		writeAlert(c, 49)
+		c.Close()
+		p.record(entry, start)
+		return
+	}
+	entry.Allowed = true
+	out, in := p.splice(c, up, raw)
+	entry.BytesOut, entry.BytesIn = out, in
+	p.record(entry, start)
+}
+
+// writeAlert sends a fatal TLS alert so the client fails at once with a reason.
+func writeAlert(c net.Conn, desc byte) {
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, desc})
+}
+
+// splice copies both ways until either side ends or is idle too long. pre is sent upstream
+// first. It returns the bytes sent out and received.
+func (p *Proxy) splice(client, up net.Conn, pre []byte) (out, in int64) {
+	if !p.track(client, up) {
+		client.Close()
+		up.Close()
+		return 0, 0
+	}
+	defer p.untrack(client, up)
+	if len(pre) > 0 {
+		n, err := up.Write(pre)
+		out += int64(n)
+		if err != nil {
+			client.Close()
+			up.Close()
+			return out, 0
+		}
+	}
+	var wg sync.WaitGroup
+	var outN, inN atomic.Int64
+	cp := func(dst, src net.Conn, n *atomic.Int64) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			_ = src.SetReadDeadline(time.Now().Add(p.idle))
+			k, err := src.Read(buf)
+			if k > 0 {
+				n.Add(int64(k))
+				if _, werr := dst.Write(buf[:k]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		// Half-close so the other direction can finish, then let it end.
+		if tc, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = tc.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Add(2)
+	go cp(up, client, &outN)
+	go cp(client, up, &inN)
+	wg.Wait()
+	client.Close()
+	up.Close()
+	return out + outN.Load(), inN.Load()
+}
+
+func (p *Proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closing {
+		return false
+	}
+	for _, c := range cs {
+		p.tunnels[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.tunnels, c)
+	}
+}
+
+// Close ends every tunnel and idle upstream connection; new tunnels are refused.
+func (p *Proxy) Close() {
+	p.mu.Lock()
+	p.closing = true
+	for c := range p.tunnels {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.transport.CloseIdleConnections()
+}
+
+// Tunnels returns how many connections are being spliced.
+func (p *Proxy) Tunnels() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.tunnels) / 2
+}
+
+type countReader struct {
+	r io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countReader) Close() error { return c.r.Close() }
+
+type countWriter struct {
+	http.ResponseWriter
+	code int
+	n    int64
+}
+
+func (c *countWriter) WriteHeader(code int) {
+	if c.code == 0 {
+		c.code = code
+	}
+	c.ResponseWriter.WriteHeader(code)
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	if c.code == 0 {
+		c.code = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countWriter) status() int {
+	if c.code == 0 {
+		return http.StatusOK
+	}
+	return c.code
+}
+
+// Flush lets streamed responses through.
+func (c *countWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer (for hijacking upgrades).
+func (c *countWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
