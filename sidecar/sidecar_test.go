@@ -103,11 +103,11 @@ func newWorld(t *testing.T, mutate func(*config.Config)) *world {
 
 	upAddr := w.up.Addr.String()
 	resolver := serveDNS(t, map[string]string{
-		"api.allowed.test.":  upAddr,
-		"tls.allowed.test.":  upAddr,
-		"blocked.test.":      upAddr,
-		"loop.allowed.test.": "127.0.0.1",
-		"meta.allowed.test.": "169.254.77.1", // link-local, but not the metadata address
+		"api.allowed.test.":    upAddr,
+		"tls.allowed.test.":    upAddr,
+		"blocked.test.":        upAddr,
+		"loop.allowed.test.":   "127.0.0.1",
+		"meta.allowed.test.":   "169.254.77.1", // link-local, but not the metadata address
 		"rebind.allowed.test.": "10.0.0.9",
 	})
 	clusterDNS := serveDNS(t, map[string]string{"web.af-env-t.svc.cluster.local.": "198.18.255.7"})
@@ -523,9 +523,9 @@ func TestRobustness(t *testing.T) {
 
 func TestConfigRefusedAtStart(t *testing.T) {
 	_, err := config.Config{Environment: "e", Namespace: "n", ClusterResolver: "x", AdvertiseIPv4: "nope",
-		Egress:  manifest.Egress{Rules: []manifest.EgressRule{{Host: "*"}}},
-		Listen:  config.Listen{Proxy: ":3128", HTTP: ":3128", Control: ":3128"},
-		Limits:  config.Limits{IdleTimeout: "forever"},
+		Egress: manifest.Egress{Rules: []manifest.EgressRule{{Host: "*"}}},
+		Listen: config.Listen{Proxy: ":3128", HTTP: ":3128", Control: ":3128"},
+		Limits: config.Limits{IdleTimeout: "forever"},
 	}.Resolve()
 	if err == nil {
 		t.Fatal("accepted")
