@@ -16,7 +16,7 @@ PKGS      := ./...
 FUZZTIME  ?= 5m
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build test unit lint generate check-generated bench fuzz demo clean
+.PHONY: help build deps test unit lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -26,7 +26,10 @@ build: ## build the static af binary into bin/af
 	@if command -v ldd >/dev/null && ldd $(BIN)/af >/dev/null 2>&1; then echo "bin/af is not static" >&2; exit 1; fi
 	@echo "built $(BIN)/af ($(VERSION))"
 
-test: lint unit ## everything CI runs: lint, generated files, unit and integration tests
+deps: ## install the Debian packages the tests use (only what is missing)
+	@./hack/deps.sh test
+
+test: deps lint unit ## everything CI runs: lint, generated files, unit and integration tests
 	@echo "make test: all checks passed"
 
 unit: ## go test (with -race) over af and the example app
@@ -53,8 +56,17 @@ check-generated: ## fail when a generated file is stale
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+bench-sidecar: ## the sidecar next to direct, squid, tinyproxy and dnsmasq: prints the table
+	@./hack/deps.sh bench
+	AF_BENCH=1 $(GO) test -count=1 -timeout 20m -run TestBenchSidecarTable -v ./sidecar/
+
 fuzz: ## fuzz the manifest parser for FUZZTIME (default 5m)
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing, FUZZTIME each
+	$(GO) test ./sidecar/dnsserver -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzClientHello$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
 
 demo: build ## the main job, end to end, as far as this build of af goes
 	@./hack/demo.sh

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a make target needs, only when a command is missing.
+# Usage: hack/deps.sh test|bench
+set -euo pipefail
+declare -A pkg=(
+  [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs
+  [squid]=squid [tinyproxy]=tinyproxy [dnsmasq]=dnsmasq-base [dnsperf]=dnsperf [hey]=hey
+)
+case "${1:-test}" in
+  test)  want=(curl dig ip nft node) ;;
+  bench) want=(curl ip squid tinyproxy dnsmasq dnsperf hey) ;;
+  *) echo "usage: $0 test|bench" >&2; exit 2 ;;
+esac
+missing=()
+for c in "${want[@]}"; do
+  command -v "$c" >/dev/null 2>&1 || missing+=("${pkg[$c]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "hack/deps.sh: missing ${missing[*]}; run as root (or install them) first" >&2
+  exit 1
+fi
+echo "installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,252 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/internal/testnet"
+	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/sidecar/config"
+)
+
+// TestBenchSidecarTable measures the sidecar side by side with its peers and prints the table
+// (make bench-sidecar). It asserts nothing about speed: figures are reported, not tested.
+// Everything runs on this machine: the upstream is a network namespace this test makes.
+func TestBenchSidecarTable(t *testing.T) {
+	if os.Getenv("AF_BENCH") == "" {
+		t.Skip("SKIPPED: a benchmark; run with make bench-sidecar (AF_BENCH=1)")
+	}
+	need(t, "hey", "squid", "tinyproxy", "dnsperf", "dnsmasq")
+	n := testnet.New(t)
+	up := n.Host("benchup")
+	body := []byte("ok\n")
+	go func() {
+		_ = http.Serve(up.Listen(":80"), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	}()
+	// A byte source for tunnel throughput: writes 1 GiB of zeros to each connection.
+	const streamBytes = 1 << 30
+	src := up.Listen(":9000")
+	go func() {
+		for {
+			c, err := src.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				for sent := 0; sent < streamBytes; sent += len(buf) {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	dir := t.TempDir()
+
+	// The cluster resolver for forwarded names: a dnsmasq holding one record.
+	clusterPort := freePort(t)
+	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(clusterPort),
+		"--host-record=web.af-env-bench.svc.cluster.local,10.96.0.10", "--cache-size=0", "--pid-file="+filepath.Join(dir, "c.pid"))
+
+	// The sidecar.
+	cfg := config.Config{
+		Environment: "bench", Namespace: "af-env-bench", Services: []string{"web"},
+		ClusterResolver: fmt.Sprintf("127.0.0.1:%d", clusterPort), AdvertiseIPv4: "198.18.250.1",
+		Egress: manifest.Egress{Default: "block", Rules: []manifest.EgressRule{{CIDR: up.Addr.String() + "/32"}}},
+		Listen: config.Listen{Proxy: "127.0.0.1:0", DNS: "127.0.0.1:0", Control: "127.0.0.1:0"},
+		Limits: config.Limits{MaxConns: 4096},
+	}
+	res, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Start(context.Background(), res, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Shutdown(context.Background()) })
+
+	// squid and tinyproxy, each a plain forward proxy on loopback, logging nothing.
+	squidPort := freePort(t)
+	squidConf := filepath.Join(dir, "squid.conf")
+	writeFile(t, squidConf, fmt.Sprintf(`http_port 127.0.0.1:%d
+http_access allow all
+cache deny all
+access_log none
+cache_log /dev/null
+cache_store_log none
+pid_filename %s/squid.pid
+coredump_dir %s
+shutdown_lifetime 1 seconds
+max_filedescriptors 8192
+`, squidPort, dir, dir))
+	_ = os.Chmod(dir, 0o777)
+	startProc(t, "squid", "-N", "-f", squidConf)
+	tinyPort := freePort(t)
+	tinyConf := filepath.Join(dir, "tinyproxy.conf")
+	writeFile(t, tinyConf, fmt.Sprintf("Port %d\nListen 127.0.0.1\nTimeout 600\nMaxClients 2000\nAllow 127.0.0.1\nLogLevel Critical\nUser nobody\nGroup nogroup\n", tinyPort))
+	startProc(t, "tinyproxy", "-d", "-c", tinyConf)
+	waitPort(t, squidPort)
+	waitPort(t, tinyPort)
+
+	// dnsmasq doing what the sidecar's DNS does: every external name answers one address, the
+	// environment's names are forwarded to the cluster resolver.
+	dnsmasqPort := freePort(t)
+	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(dnsmasqPort),
+		"--address=/#/198.18.250.1", fmt.Sprintf("--server=/svc.cluster.local/127.0.0.1#%d", clusterPort), "--cache-size=0", "--pid-file="+filepath.Join(dir, "d.pid"))
+	time.Sleep(300 * time.Millisecond)
+
+	target := "http://" + up.Addr.String() + "/"
+	proxies := []struct{ name, url string }{
+		{"direct", ""},
+		{"af sidecar", "http://" + sc.Addr(Proxy).String()},
+		{"squid", fmt.Sprintf("http://127.0.0.1:%d", squidPort)},
+		{"tinyproxy", fmt.Sprintf("http://127.0.0.1:%d", tinyPort)},
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "\nHTTP through a proxy to a local upstream (hey -n 20000 -c 50), and a 1 GiB CONNECT tunnel:\n")
+	fmt.Fprintf(&table, "| path | requests/s | p99 latency | tunnel MB/s |\n|---|---|---|---|\n")
+	for _, p := range proxies {
+		args := []string{"-n", "20000", "-c", "50"}
+		if p.url != "" {
+			args = append(args, "-x", p.url)
+		}
+		out, err := exec.Command("hey", append(args, target)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hey %s: %v\n%s", p.name, err, out)
+		}
+		rps := match(`Requests/sec:\s+([0-9.]+)`, string(out))
+		p99 := match(`99%+ in ([0-9.]+) secs`, string(out))
+		p99ms, _ := strconv.ParseFloat(p99, 64)
+		mbps := tunnel(t, p.url, up.Addr.String()+":9000", streamBytes)
+		fmt.Fprintf(&table, "| %s | %s | %.2f ms | %.0f |\n", p.name, rps, p99ms*1000, mbps)
+	}
+
+	queries := filepath.Join(dir, "queries.txt")
+	ext := filepath.Join(dir, "ext.txt")
+	writeFile(t, ext, strings.Repeat("api.example.test A\nmail.example.test A\n", 500))
+	writeFile(t, queries, strings.Repeat("web.af-env-bench.svc.cluster.local A\n", 1000))
+	fmt.Fprintf(&table, "\nDNS (dnsperf -l 10, 50 outstanding queries):\n| server | external name (own-address answer) q/s | forwarded internal name q/s |\n|---|---|---|\n")
+	for _, s := range []struct {
+		name string
+		port string
+	}{
+		{"af sidecar", portOf(sc.Addr(DNS).String())},
+		{"dnsmasq", strconv.Itoa(dnsmasqPort)},
+	} {
+		var qps []string
+		for _, f := range []string{ext, queries} {
+			out, err := exec.Command("dnsperf", "-s", "127.0.0.1", "-p", s.port, "-d", f, "-l", "10", "-q", "50").CombinedOutput()
+			if err != nil {
+				t.Fatalf("dnsperf %s: %v\n%s", s.name, err, out)
+			}
+			lost := match(`Queries lost:\s+([0-9]+)`, string(out))
+			qps = append(qps, match(`Queries per second:\s+([0-9.]+)`, string(out))+" (lost "+lost+")")
+		}
+		fmt.Fprintf(&table, "| %s | %s | %s |\n", s.name, qps[0], qps[1])
+	}
+	t.Log(table.String())
+	fmt.Println(table.String())
+}
+
+// tunnel reads total bytes from target, through a CONNECT proxy when proxyURL is set, and
+// returns the throughput in MB/s.
+func tunnel(t *testing.T, proxyURL, target string, total int) float64 {
+	t.Helper()
+	var c net.Conn
+	var err error
+	start := time.Now()
+	if proxyURL == "" {
+		c, err = net.Dial("tcp", target)
+	} else {
+		c, err = net.Dial("tcp", strings.TrimPrefix(proxyURL, "http://"))
+		if err == nil {
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+			br := bufio.NewReader(c)
+			resp, rerr := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+			if rerr != nil || resp.StatusCode != 200 {
+				t.Fatalf("CONNECT via %s: %v %v", proxyURL, resp, rerr)
+			}
+			n, _ := io.Copy(io.Discard, br)
+			c.Close()
+			return float64(n) / 1e6 / time.Since(start).Seconds()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n, _ := io.Copy(io.Discard, c)
+	if int(n) != total {
+		t.Logf("tunnel via %q read %d of %d bytes", proxyURL, n, total)
+	}
+	return float64(n) / 1e6 / time.Since(start).Seconds()
+}
+
+func match(re, s string) string {
+	m := regexp.MustCompile(re).FindStringSubmatch(s)
+	if m == nil {
+		return "?"
+	}
+	return m[1]
+}
+
+func portOf(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func waitPort(t *testing.T, port int) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("nothing listens on port %d", port)
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startProc(t *testing.T, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+}
