@@ -43,6 +43,8 @@ type Error struct {
 	Hint string
 	// Cause is the underlying error, if any.
 	Cause error
+	// Status, when not zero, replaces the entry's exit status (the gate's "no answer" is 4).
+	Status int
 }
 
 // New returns a catalogued failure. detail says what happened; cause may be nil.
@@ -91,7 +93,12 @@ func (e *Error) Is(target error) bool {
 }
 
 // Exit returns the process exit status for this failure.
-func (e *Error) Exit() int { return e.Entry.Exit }
+func (e *Error) Exit() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return e.Entry.Exit
+}
 
 // As returns the outermost catalogued failure in err's chain, or nil.
 func As(err error) *Error {

@@ -28,7 +28,7 @@ func (e *Error) Report() Report {
 		Message: e.Error(),
 		Means:   e.Entry.Means,
 		Do:      do,
-		Exit:    e.Entry.Exit,
+		Exit:    e.Exit(),
 	}
 }
 

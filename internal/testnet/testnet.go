@@ -217,3 +217,108 @@ func (h *Host) Nft(ruleset string) {
 		h.t.Fatalf("nft in %s: %v: %s", h.Name, err, out)
 	}
 }
+
+// Router is a network namespace with a bridge that hosts attach to, forwarding between them:
+// a small network of its own, joined to nothing else. Hosts on it get addresses in the
+// router's 198.18.x.0/24 and a default route through the router, so the router can carry extra
+// addresses (Host.AddAddr) such as a documentation-range "public" address.
+type Router struct {
+	*Host
+	n      *Net
+	subnet [3]byte
+	next   int
+}
+
+// Router creates a router.
+func (n *Net) Router(name string) *Router {
+	n.t.Helper()
+	k := n.subnet()
+	ns := fmt.Sprintf("%s-%s", n.prefix, name)
+	if len(ns) > 30 {
+		ns = ns[:30]
+	}
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		n.t.Fatalf("ip netns add %s: %v: %s", ns, err, out)
+	}
+	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	sub := [3]byte{198, 18 + byte(k/256), byte(k % 256)}
+	gw := netip.AddrFrom4([4]byte{sub[0], sub[1], sub[2], 1})
+	for _, args := range [][]string{
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "link", "add", "br0", "type", "bridge"},
+		{"-n", ns, "addr", "add", gw.String() + "/24", "dev", "br0"},
+		{"-n", ns, "link", "set", "br0", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			n.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
+		n.t.Fatalf("sysctl in %s: %v: %s", ns, err, out)
+	}
+	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(func() { unix.Close(fd) })
+	return &Router{Host: &Host{Name: ns, Addr: gw, nsFD: fd, t: n.t}, n: n, subnet: sub, next: 10}
+}
+
+// Attach creates a host on the router. Its Peer is the router's address.
+func (r *Router) Attach(name string) *Host {
+	t := r.n.t
+	t.Helper()
+	r.next++
+	idx := r.next
+	ns := fmt.Sprintf("%s-%s", r.Name, name)
+	if len(ns) > 30 {
+		ns = ns[:30]
+	}
+	vr := fmt.Sprintf("r%d.%d", r.subnet[2], idx)
+	vh := fmt.Sprintf("h%d.%d", r.subnet[2], idx)
+	addr := netip.AddrFrom4([4]byte{r.subnet[0], r.subnet[1], r.subnet[2], byte(idx)})
+	_ = exec.Command("ip", "netns", "del", ns).Run()
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+		_ = os.RemoveAll(filepath.Join("/etc/netns", ns))
+	})
+	run("-n", r.Name, "link", "add", vr, "type", "veth", "peer", "name", vh)
+	run("-n", r.Name, "link", "set", vh, "netns", ns)
+	run("-n", r.Name, "link", "set", vr, "master", "br0")
+	run("-n", r.Name, "link", "set", vr, "up")
+	run("-n", ns, "link", "set", "lo", "up")
+	run("-n", ns, "addr", "add", addr.String()+"/24", "dev", vh)
+	run("-n", ns, "link", "set", vh, "up")
+	run("-n", ns, "route", "add", "default", "via", r.Addr.String())
+	fd, err := unix.Open("/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return &Host{Name: ns, Addr: addr, Peer: r.Addr, nsFD: fd, t: t}
+}
+
+// Route makes the router send traffic for prefix to host (which should carry an address in
+// it, see AddAddr).
+func (r *Router) Route(prefix string, via *Host) {
+	r.n.t.Helper()
+	if out, err := exec.Command("ip", "-n", r.Name, "route", "replace", prefix, "via", via.Addr.String()).CombinedOutput(); err != nil {
+		r.n.t.Fatalf("route %s: %v: %s", prefix, err, out)
+	}
+}
+
+// AddAddr gives the host one more address (on its loopback), such as 203.0.113.10/32.
+func (h *Host) AddAddr(cidr string) {
+	h.t.Helper()
+	if out, err := exec.Command("ip", "-n", h.Name, "addr", "add", cidr, "dev", "lo").CombinedOutput(); err != nil {
+		h.t.Fatalf("addr add %s in %s: %v: %s", cidr, h.Name, err, out)
+	}
+}

@@ -39,8 +39,8 @@ func readClientHello(r io.Reader) (raw []byte, serverName string, err error) {
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)
-		if _, err := io.ReadFull(r, raw[start:]); err != nil {
-			return raw, "", err
+		if got, err := io.ReadFull(r, raw[start:]); err != nil {
+			return raw[:start+got], "", err
 		}
 		hs = append(hs, raw[start:]...)
 		if len(hs) < 4 {

@@ -42,10 +42,6 @@ var specs = []spec{
 	{path: []string{"webhook", "trigger"},
 		short:   "Send a signed pull_request webhook to the af GitHub App",
 		missing: "the GitHub App has not landed yet"},
-	{path: []string{"probe"},
-		short:   "Try every escape route from this pod and print the containment verdict",
-		missing: "the probe has not landed yet"},
-	{path: []string{"gate"}, hidden: true, short: "Run the startup gate (engine image init container)", missing: "the gate has not landed yet"},
 	{path: []string{"action"}, hidden: true, short: "Run as the GitHub Action", missing: "the GitHub Action has not landed yet"},
 	{path: []string{"app"}, hidden: true, short: "Run the GitHub App webhook server", missing: "the GitHub App has not landed yet"},
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
 	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
 	"github.com/antifailure/af/cmd/af/internal/cmd/validate"
@@ -67,6 +68,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(validate.NewCmdValidate(f))
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
+	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

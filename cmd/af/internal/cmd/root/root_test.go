@@ -61,7 +61,7 @@ func TestHelpListsCommands(t *testing.T) {
 			t.Errorf("--help does not list %s:\n%s", c, r.out)
 		}
 	}
-	for _, hidden := range []string{"sidecar", "gate", "action", "app "} {
+	for _, hidden := range []string{"sidecar", "gate ", "action", "app "} {
 		if strings.Contains(r.out, "\n  "+hidden) {
 			t.Errorf("--help lists hidden %s", hidden)
 		}
@@ -157,8 +157,8 @@ func TestValidateUnreadable(t *testing.T) {
 func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
 	for _, args := range [][]string{
-		{"up"}, {"down"}, {"status"}, {"net", "log"}, {"inbox"}, {"webhook", "trigger"}, {"probe"},
-		{"gate"}, {"action"}, {"app"},
+		{"up"}, {"down"}, {"status"}, {"net", "log"}, {"inbox"}, {"webhook", "trigger"},
+		{"action"}, {"app"},
 		{"up", "--env", "x", "--wait"}, // flags of the future command are not mistaken for usage errors
 	} {
 		r := run(t, nil, "", append(args, "-f", path)...)

@@ -1,0 +1,386 @@
+// Package gate holds the route checks that prove an environment is contained: the per-pod gate
+// (an init container that keeps application code from starting) and the namespace probe run
+// the same checks. Each round tries every escape route: direct TCP to a public address, a UDP
+// DNS query straight to a public resolver, HTTP to the metadata endpoint, TCP to the cluster's
+// API server. The sidecar must be reachable before and after every round, because a pod cut
+// off from everything proves nothing. The verdict needs N consecutive rounds in which every
+// route was denied.
+//
+// Every target is configuration. The defaults are the production ones (a public resolver and
+// address, 169.254.169.254, the API server from the pod's environment); tests never use them.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Route names.
+const (
+	RouteTCP       = "tcp-public"
+	RouteDNS       = "udp-dns"
+	RouteMetadata  = "metadata"
+	RouteAPIServer = "apiserver"
+)
+
+// Target is one route and the address it tries.
+type Target struct {
+	Route string `json:"route"`
+	// Addr is host:port.
+	Addr string `json:"target"`
+}
+
+// Config says what to try and how long to keep trying.
+type Config struct {
+	Targets []Target
+	// Sidecar is the sidecar's proxy address (host:port); it must answer around every round.
+	Sidecar string
+	// Rounds is how many consecutive all-denied rounds make the verdict (default 3).
+	Rounds int
+	// Timeout bounds each attempt (default 1s).
+	Timeout time.Duration
+	// Interval is the pause between rounds (default 200ms).
+	Interval time.Duration
+	// Deadline bounds the whole check (default 60s).
+	Deadline time.Duration
+	// Out receives one line per route per round (nil: none).
+	Out io.Writer
+}
+
+// Verdicts.
+const (
+	Contained    = "contained"
+	Escape       = "escaped"
+	CannotAnswer = "no-answer"
+)
+
+// Exit statuses of `af gate` and `af probe`.
+const (
+	ExitContained    = 0
+	ExitEscaped      = 3
+	ExitCannotAnswer = 4
+)
+
+// Attempt is one try of one route.
+type Attempt struct {
+	Route   string  `json:"route"`
+	Target  string  `json:"target"`
+	Outcome Outcome `json:"outcome"`
+	Detail  string  `json:"detail"`
+	MS      float64 `json:"ms"`
+}
+
+// Result is the verdict.
+type Result struct {
+	Verdict string `json:"verdict"`
+	// Rounds is how many rounds ran.
+	Rounds int `json:"rounds"`
+	// Routes holds each route's outcome in the deciding round (the last one).
+	Routes []Attempt `json:"routes"`
+	// Escaped names every route that got out in any round, with the first time it did.
+	Escaped []Attempt `json:"escaped,omitempty"`
+	// Reason says why there is no answer, when there is none.
+	Reason string  `json:"reason,omitempty"`
+	MS     float64 `json:"ms"`
+}
+
+// Exit returns the process exit status for the verdict.
+func (r Result) Exit() int {
+	switch r.Verdict {
+	case Contained:
+		return ExitContained
+	case Escape:
+		return ExitEscaped
+	}
+	return ExitCannotAnswer
+}
+
+// VerdictMarker starts the machine-readable verdict line the runtime looks for in the log.
+const VerdictMarker = "AF-VERDICT "
+
+// Line returns the verdict line: the marker and the result as JSON.
+func (r Result) Line() string {
+	b, _ := json.Marshal(r)
+	return VerdictMarker + string(b)
+}
+
+// ParseVerdict finds the verdict line in a log and decodes it.
+func ParseVerdict(log string) (Result, bool) {
+	var r Result
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), VerdictMarker); ok {
+			if json.Unmarshal([]byte(rest), &r) == nil && r.Verdict != "" {
+				return r, true
+			}
+		}
+	}
+	return r, false
+}
+
+func (c *Config) defaults() {
+	if c.Rounds < 1 {
+		c.Rounds = 3
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Second
+	}
+	if c.Interval < 0 {
+		c.Interval = 0
+	} else if c.Interval == 0 {
+		c.Interval = 200 * time.Millisecond
+	}
+	if c.Deadline <= 0 {
+		c.Deadline = 60 * time.Second
+	}
+}
+
+// Check runs rounds until Rounds consecutive rounds find every route denied with the sidecar
+// reachable around them (contained), or the deadline passes: escaped when a route got out in
+// the last round, otherwise no answer.
+func Check(ctx context.Context, cfg Config) Result {
+	cfg.defaults()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+	defer cancel()
+	res := Result{Verdict: CannotAnswer}
+	escaped := map[string]Attempt{}
+	streak := 0
+	var last []Attempt
+	lastReason := ""
+	for round := 1; ; round++ {
+		res.Rounds = round
+		if err := sidecarUp(ctx, cfg); err != nil {
+			lastReason = "the sidecar did not answer before the round: " + err.Error()
+			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
+			streak, last = 0, nil
+		} else {
+			last = runRound(ctx, cfg, round)
+			allDenied := true
+			for _, a := range last {
+				if a.Outcome == Escaped {
+					if _, seen := escaped[a.Route]; !seen {
+						escaped[a.Route] = a
+					}
+				}
+				allDenied = allDenied && a.Outcome == Denied
+			}
+			if err := sidecarUp(ctx, cfg); err != nil {
+				lastReason = "the sidecar did not answer after the round: " + err.Error()
+				cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
+				allDenied = false
+			}
+			if allDenied {
+				streak++
+			} else {
+				streak = 0
+				if lastReason == "" || hasEscape(last) || hasUnknown(last) {
+					lastReason = describe(last)
+				}
+			}
+			if streak >= cfg.Rounds {
+				res.Verdict, res.Routes = Contained, last
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.Interval):
+		}
+		if ctx.Err() != nil {
+			res.Routes = last
+			if hasEscape(last) {
+				res.Verdict = Escape
+			} else {
+				res.Verdict = CannotAnswer
+				res.Reason = fmt.Sprintf("no %d consecutive all-denied rounds within %s: %s", cfg.Rounds, cfg.Deadline, lastReason)
+			}
+			break
+		}
+	}
+	for _, a := range escaped {
+		res.Escaped = append(res.Escaped, a)
+	}
+	sort.Slice(res.Escaped, func(i, j int) bool { return res.Escaped[i].Route < res.Escaped[j].Route })
+	res.MS = ms(time.Since(start))
+	return res
+}
+
+func hasEscape(as []Attempt) bool {
+	for _, a := range as {
+		if a.Outcome == Escaped {
+			return true
+		}
+	}
+	return false
+}
+
+func hasUnknown(as []Attempt) bool {
+	for _, a := range as {
+		if a.Outcome == Unknown {
+			return true
+		}
+	}
+	return false
+}
+
+func describe(as []Attempt) string {
+	var parts []string
+	for _, a := range as {
+		if a.Outcome != Denied {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", a.Route, a.Outcome, a.Detail))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (c Config) log(format string, args ...any) {
+	if c.Out != nil {
+		fmt.Fprintf(c.Out, "af-gate "+format+"\n", args...)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// runRound tries every route once, concurrently.
+func runRound(ctx context.Context, cfg Config, round int) []Attempt {
+	out := make([]Attempt, len(cfg.Targets))
+	done := make(chan struct{}, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		go func() {
+			out[i] = try(ctx, t, cfg.Timeout)
+			done <- struct{}{}
+		}()
+	}
+	for range cfg.Targets {
+		<-done
+	}
+	for _, a := range out {
+		cfg.log("round=%d route=%s target=%s outcome=%s detail=%q ms=%.1f", round, a.Route, a.Target, a.Outcome, a.Detail, a.MS)
+	}
+	return out
+}
+
+// Try attempts one route once.
+func try(ctx context.Context, t Target, timeout time.Duration) Attempt {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	switch t.Route {
+	case RouteDNS:
+		err = tryDNS(ctx, t.Addr)
+	case RouteMetadata:
+		err = tryHTTP(ctx, t.Addr)
+	default:
+		err = tryTCP(ctx, t.Addr)
+	}
+	outcome, detail := Classify(err)
+	return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
+}
+
+func tryTCP(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// dnsQuery is a fixed query for "example.invalid. A" with recursion desired: any reply at all,
+// whatever it says, means the packet reached a resolver.
+var dnsQuery = []byte{
+	0xaf, 0x01, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+	7, 'e', 'x', 'a', 'm', 'p', 'l', 'e', 7, 'i', 'n', 'v', 'a', 'l', 'i', 'd', 0,
+	0x00, 0x01, 0x00, 0x01,
+}
+
+func tryDNS(ctx context.Context, addr string) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	// Send a few times within the timeout: one lost datagram is not a denial.
+	buf := make([]byte, 512)
+	for {
+		if _, err := c.Write(dnsQuery); err != nil {
+			return err
+		}
+		_ = c.SetReadDeadline(minTime(time.Now().Add(250*time.Millisecond), deadlineOf(ctx)))
+		if _, err := c.Read(buf); err == nil {
+			return nil // any reply is an escape
+		} else if !isTimeout(err) || ctx.Err() != nil {
+			if isTimeout(err) {
+				return context.DeadlineExceeded
+			}
+			return err
+		}
+	}
+}
+
+func tryHTTP(ctx context.Context, addr string) error {
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+func sidecarUp(ctx context.Context, cfg Config) error {
+	if cfg.Sidecar == "" {
+		return fmt.Errorf("no sidecar address configured")
+	}
+	var lastErr error
+	for i := 0; i < 3; i++ {
+		c, err := (&net.Dialer{Timeout: cfg.Timeout}).DialContext(ctx, "tcp", cfg.Sidecar)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return lastErr
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(time.Second)
+	}
+	return dl
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
