@@ -54,7 +54,9 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 		RunE:   func(*cobra.Command, []string) error { return nil },
 	}
 	fl := cmd.Flags()
-	env := func(name string) string { return f.Getenv("AF_GATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))) }
+	env := func(name string) string {
+		return f.Getenv("AF_GATE_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+	}
 	str := func(p *string, name, def, usage string) {
 		v := env(name)
 		if v == "" {
