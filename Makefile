@@ -16,7 +16,7 @@ PKGS      := ./...
 FUZZTIME  ?= 5m
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build deps test unit lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,10 @@ build: ## build the static af binary into bin/af
 
 deps: ## install the Debian packages the tests use (only what is missing)
 	@./hack/deps.sh test
+
+engine-image: build ## write the engine image: bin/engine-image.tar (docker archive) and bin/engine-oci/
+	rm -rf $(BIN)/engine-oci
+	$(BIN)/af engine-image --tar $(BIN)/engine-image.tar --oci $(BIN)/engine-oci
 
 test: deps lint unit ## everything CI runs: lint, generated files, unit and integration tests
 	@echo "make test: all checks passed"
@@ -43,13 +47,13 @@ lint: check-generated ## gofmt, go vet, actionlint on the workflows
 	cd examples/shop && $(GO) vet ./...
 	$(GO) run $(ACTIONLINT) -no-color .github/workflows/*.yml
 
-generate: ## regenerate manifest/af.schema.json and docs/errors.md
+generate: ## regenerate manifest/af.schema.json, docs/errors.md and version/engine_gen.go
 	$(GO) run ./internal/gen .
 
 check-generated: ## fail when a generated file is stale
 	@tmp=$$(mktemp -d); mkdir -p $$tmp/manifest $$tmp/docs; \
-	  $(GO) run ./internal/gen $$tmp >/dev/null; \
-	  for f in manifest/af.schema.json docs/errors.md; do \
+	  mkdir -p $$tmp/version; $(GO) run ./internal/gen $$tmp >/dev/null; \
+	  for f in manifest/af.schema.json docs/errors.md version/engine_gen.go; do \
 	    cmp -s $$tmp/$$f $$f || { echo "$$f is stale: run 'make generate'"; rm -rf $$tmp; exit 1; }; \
 	  done; rm -rf $$tmp
 

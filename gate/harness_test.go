@@ -58,8 +58,8 @@ type harness struct {
 }
 
 const (
-	publicIP   = "203.0.113.10"
-	resolverIP = "203.0.113.53"
+	publicIP   = "198.51.100.10"
+	resolverIP = "198.51.100.53"
 	metadataIP = "169.254.77.1" // link-local, deliberately not the real metadata address
 )
 
@@ -73,7 +73,7 @@ func newHarness(t *testing.T) *harness {
 	api := r.Attach("api")
 	inet.AddAddr(publicIP + "/32")
 	inet.AddAddr(resolverIP + "/32")
-	r.Route("203.0.113.0/24", inet)
+	r.Route("198.51.100.0/24", inet)
 	meta.AddAddr(metadataIP + "/32")
 	r.Route(metadataIP+"/32", meta)
 

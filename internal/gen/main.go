@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/internal/sourcedigest"
 	"github.com/antifailure/af/manifest"
 )
 
@@ -17,9 +18,15 @@ func main() {
 	if len(os.Args) > 1 {
 		root = os.Args[1]
 	}
+	digest, err := sourcedigest.Compute(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
 	files := map[string][]byte{
 		"manifest/af.schema.json": manifest.Schema(),
 		"docs/errors.md":          failure.Markdown(),
+		"version/engine_gen.go":   sourcedigest.GoFile(digest),
 	}
 	for name, data := range files {
 		path := filepath.Join(root, name)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
 	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
@@ -69,6 +70,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
 	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))
+	cmd.AddCommand(engineimage.NewCmdEngineImage(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

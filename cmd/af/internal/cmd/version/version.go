@@ -17,11 +17,11 @@ func NewCmdVersion(f *factory.Factory) *cobra.Command {
 		Short: "Print af's version, commit and platform",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			info := version.Get()
+			info := version.Get(f.Getenv)
 			if f.IO.JSON() {
 				return f.WriteJSON(info)
 			}
-			fmt.Fprintf(f.IO.Out, "af %s (commit %s, %s, %s)\n", info.Version, info.Commit, info.GoVersion, info.Platform)
+			fmt.Fprintf(f.IO.Out, "af %s (commit %s, %s, %s)\nengine image %s (source digest %s)\n", info.Version, info.Commit, info.GoVersion, info.Platform, info.EngineImage, info.EngineDigest)
 			return nil
 		},
 	}
