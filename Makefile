@@ -14,6 +14,8 @@ LDFLAGS   := -s -w -X github.com/antifailure/af/version.Version=$(VERSION) -X gi
 # Packages of af itself: the example app is its own module, tested on its own.
 PKGS      := ./...
 FUZZTIME  ?= 5m
+# Minimizing each new input for up to a minute (the default) starves the search itself.
+FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
 .PHONY: help build engine-image deps test unit lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
@@ -65,12 +67,12 @@ bench-sidecar: ## the sidecar next to direct, squid, tinyproxy and dnsmasq: prin
 	AF_BENCH=1 $(GO) test -count=1 -timeout 20m -run TestBenchSidecarTable -v ./sidecar/
 
 fuzz: ## fuzz the manifest parser for FUZZTIME (default 5m)
-	$(GO) test ./manifest -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./manifest -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing, FUZZTIME each
-	$(GO) test ./sidecar/dnsserver -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzClientHello$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sidecar/dnsserver -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./sidecar/tlshello -run '^$$' -fuzz '^FuzzClientHello$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
 demo: build ## the main job, end to end, as far as this build of af goes
 	@./hack/demo.sh

@@ -25,6 +25,7 @@ import (
 	"github.com/antifailure/af/sidecar/guard"
 	"github.com/antifailure/af/sidecar/inbox"
 	"github.com/antifailure/af/sidecar/policy"
+	"github.com/antifailure/af/sidecar/tlshello"
 )
 
 // Via values in the decision log.
@@ -327,12 +328,12 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) ServeTLS(c net.Conn, port int) {
 	start := time.Now()
 	_ = c.SetReadDeadline(time.Now().Add(p.handshake))
-	raw, sni, err := readClientHello(c)
+	raw, sni, err := tlshello.Read(c)
 	_ = c.SetReadDeadline(time.Time{})
 	entry := decisionlog.Entry{Via: ViaTransparent, Method: "TLS", Host: sni, Port: port}
 	if err != nil {
 		entry.Mode, entry.Rule, entry.Reason = policy.Block, "request", "TLS without a usable server name: "+err.Error()
-		if errors.Is(err, errNoSNI) {
+		if errors.Is(err, tlshello.ErrNoSNI) {
 			writeAlert(c, 112) // unrecognized_name
 		}
 		c.Close()

@@ -1,4 +1,7 @@
-package proxy
+// Package tlshello reads the start of a TLS connection without terminating it: the records
+// that hold the ClientHello, kept byte for byte to replay upstream, and the server name (SNI)
+// the client asks for. It is how the sidecar decides a TLS connection by name.
+package tlshello
 
 import (
 	"encoding/binary"
@@ -7,19 +10,20 @@ import (
 	"strings"
 )
 
-// maxHello bounds how much of a TLS connection is read to find the server name.
-const maxHello = 64 << 10
+// MaxHello bounds how much of a TLS connection is read to find the server name.
+const MaxHello = 64 << 10
 
+// Errors Read returns besides the reader's own.
 var (
-	errNotTLS  = errors.New("not a TLS handshake")
-	errNoSNI   = errors.New("the ClientHello names no server (no SNI)")
-	errBadTLS  = errors.New("malformed ClientHello")
-	errTooLong = errors.New("ClientHello larger than 64 KiB")
+	ErrNotTLS  = errors.New("not a TLS handshake")
+	ErrNoSNI   = errors.New("the ClientHello names no server (no SNI)")
+	ErrBadTLS  = errors.New("malformed ClientHello")
+	ErrTooLong = errors.New("ClientHello larger than 64 KiB")
 )
 
-// readClientHello reads TLS records from r until it holds a whole ClientHello handshake
+// Read reads TLS records from r until it holds a whole ClientHello handshake
 // message, and returns every byte read (to replay upstream) and the server name it names.
-func readClientHello(r io.Reader) (raw []byte, serverName string, err error) {
+func Read(r io.Reader) (raw []byte, serverName string, err error) {
 	var hs []byte
 	for {
 		var hdr [5]byte
@@ -28,14 +32,14 @@ func readClientHello(r io.Reader) (raw []byte, serverName string, err error) {
 		}
 		raw = append(raw, hdr[:]...)
 		if hdr[0] != 0x16 || hdr[1] != 3 {
-			return raw, "", errNotTLS
+			return raw, "", ErrNotTLS
 		}
 		n := int(binary.BigEndian.Uint16(hdr[3:5]))
 		if n == 0 || n > 16384+2048 {
-			return raw, "", errBadTLS
+			return raw, "", ErrBadTLS
 		}
-		if len(raw)+n > maxHello {
-			return raw, "", errTooLong
+		if len(raw)+n > MaxHello {
+			return raw, "", ErrTooLong
 		}
 		start := len(raw)
 		raw = append(raw, make([]byte, n)...)
@@ -47,11 +51,11 @@ func readClientHello(r io.Reader) (raw []byte, serverName string, err error) {
 			continue
 		}
 		if hs[0] != 1 { // client_hello
-			return raw, "", errNotTLS
+			return raw, "", ErrNotTLS
 		}
 		msgLen := int(hs[1])<<16 | int(hs[2])<<8 | int(hs[3])
-		if msgLen > maxHello {
-			return raw, "", errTooLong
+		if msgLen > MaxHello {
+			return raw, "", ErrTooLong
 		}
 		if len(hs) >= 4+msgLen {
 			name, err := parseClientHello(hs[4 : 4+msgLen])
@@ -64,48 +68,48 @@ func readClientHello(r io.Reader) (raw []byte, serverName string, err error) {
 func parseClientHello(b []byte) (string, error) {
 	s := reader(b)
 	if !s.skip(2 + 32) { // legacy_version, random
-		return "", errBadTLS
+		return "", ErrBadTLS
 	}
 	if !s.skipVec(1) || !s.skipVec(2) || !s.skipVec(1) { // session id, cipher suites, compression
-		return "", errBadTLS
+		return "", ErrBadTLS
 	}
 	if len(s) == 0 {
-		return "", errNoSNI // no extensions
+		return "", ErrNoSNI // no extensions
 	}
 	exts, ok := s.vec(2)
 	if !ok {
-		return "", errBadTLS
+		return "", ErrBadTLS
 	}
 	for len(exts) > 0 {
 		typ, ok1 := exts.u16()
 		data, ok2 := exts.vec(2)
 		if !ok1 || !ok2 {
-			return "", errBadTLS
+			return "", ErrBadTLS
 		}
 		if typ != 0 { // server_name
 			continue
 		}
 		list, ok := data.vec(2)
 		if !ok {
-			return "", errBadTLS
+			return "", ErrBadTLS
 		}
 		for len(list) > 0 {
 			nameType, ok1 := list.u8()
 			name, ok2 := list.vec(2)
 			if !ok1 || !ok2 {
-				return "", errBadTLS
+				return "", ErrBadTLS
 			}
 			if nameType == 0 {
 				h := string(name)
 				if h == "" || len(h) > 253 || strings.ContainsAny(h, "\x00/ :") {
-					return "", errBadTLS
+					return "", ErrBadTLS
 				}
 				return strings.ToLower(strings.TrimSuffix(h, ".")), nil
 			}
 		}
-		return "", errNoSNI
+		return "", ErrNoSNI
 	}
-	return "", errNoSNI
+	return "", ErrNoSNI
 }
 
 type reader []byte
