@@ -279,12 +279,9 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.record(entry, start)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.handshake)
-	up, err := p.guard.Dial(ctx, host, port)
-	cancel()
+	up, ref, err := p.dialOut(r.Context(), host, port)
 	if err != nil {
-		var ref *guard.Refused
-		if errors.As(err, &ref) {
+		if ref != nil {
 			p.deny(w, http.StatusForbidden, "refused by the sidecar's guard: "+ref.Reason, "guard")
 			entry.Status, entry.Reason = http.StatusForbidden, "guard: "+ref.Reason
 		} else {
@@ -351,12 +348,9 @@ func (p *Proxy) ServeTLS(c net.Conn, port int) {
 		p.record(entry, start)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.handshake)
-	up, err := p.guard.Dial(ctx, sni, port)
-	cancel()
+	up, ref, err := p.dialOut(context.Background(), sni, port)
 	if err != nil {
-		var ref *guard.Refused
-		if errors.As(err, &ref) {
+		if ref != nil {
 			entry.Reason = "guard: " + ref.Reason
 		} else {
 			entry.Allowed = true
@@ -371,6 +365,18 @@ func (p *Proxy) ServeTLS(c net.Conn, port int) {
 	out, in := p.splice(c, up, raw)
 	entry.BytesOut, entry.BytesIn = out, in
 	p.record(entry, start)
+}
+
+// dialOut connects to host:port through the guard within the handshake timeout. ref is set
+// when the guard refused the destination.
+func (p *Proxy) dialOut(parent context.Context, host string, port int) (c net.Conn, ref *guard.Refused, err error) {
+	ctx, cancel := context.WithTimeout(parent, p.handshake)
+	defer cancel()
+	c, err = p.guard.Dial(ctx, host, port)
+	if errors.As(err, &ref) {
+		return nil, ref, err
+	}
+	return c, nil, err
 }
 
 // writeAlert sends a fatal TLS alert so the client fails at once with a reason.
