@@ -100,11 +100,11 @@ func parseClientHello(b []byte) (string, error) {
 				return "", ErrBadTLS
 			}
 			if nameType == 0 {
-				h := string(name)
-				if h == "" || len(h) > 253 || strings.ContainsAny(h, "\x00/ :") {
+				h := strings.ToLower(strings.TrimSuffix(string(name), "."))
+				if !hostName(h) {
 					return "", ErrBadTLS
 				}
-				return strings.ToLower(strings.TrimSuffix(h, ".")), nil
+				return h, nil
 			}
 		}
 		return "", ErrNoSNI
@@ -168,4 +168,23 @@ func (r *reader) vec(lenBytes int) (reader, bool) {
 func (r *reader) skipVec(lenBytes int) bool {
 	_, ok := r.vec(lenBytes)
 	return ok
+}
+
+// hostName reports whether h is a plausible DNS name: 1 to 253 characters, labels of letters,
+// digits, '-' and '_', none empty.
+func hostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
