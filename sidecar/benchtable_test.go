@@ -31,30 +31,17 @@ func TestBenchSidecarTable(t *testing.T) {
 	need(t, "hey", "squid", "tinyproxy", "dnsperf", "dnsmasq")
 	n := testnet.New(t)
 	up := n.Host("benchup")
-	body := []byte("ok\n")
-	go func() {
-		_ = http.Serve(up.Listen(":80"), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
-	}()
-	// A byte source for tunnel throughput: writes 1 GiB of zeros to each connection.
+	// The upstream runs as its own process inside its namespace, so it shares no runtime with
+	// the sidecar under test.
 	const streamBytes = 1 << 30
-	src := up.Listen(":9000")
-	go func() {
-		for {
-			c, err := src.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 256<<10)
-				for sent := 0; sent < streamBytes; sent += len(buf) {
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+	upstream := exec.Command("ip", "netns", "exec", up.Name, os.Args[0], "-test.run", "^TestBenchUpstreamProcess$")
+	upstream.Env = append(os.Environ(), "AF_BENCH_UPSTREAM=1")
+	if err := upstream.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = upstream.Process.Kill(); _ = upstream.Wait() })
+	waitAddr(t, up.Addr.String()+":80")
+	waitAddr(t, up.Addr.String()+":9000")
 	dir := t.TempDir()
 
 	// The cluster resolver for forwarded names: a dnsmasq holding one record.
@@ -118,10 +105,10 @@ max_filedescriptors 8192
 		{"tinyproxy", fmt.Sprintf("http://127.0.0.1:%d", tinyPort)},
 	}
 	var table strings.Builder
-	fmt.Fprintf(&table, "\nHTTP through a proxy to a local upstream (hey -n 20000 -c 50), and a 1 GiB CONNECT tunnel:\n")
+	fmt.Fprintf(&table, "\nHTTP through a proxy to a local upstream (hey -n 50000 -c 50), and a 1 GiB CONNECT tunnel:\n")
 	fmt.Fprintf(&table, "| path | requests/s | p99 latency | tunnel MB/s |\n|---|---|---|---|\n")
 	for _, p := range proxies {
-		args := []string{"-n", "20000", "-c", "50"}
+		args := []string{"-n", "50000", "-c", "50"}
 		if p.url != "" {
 			args = append(args, "-x", p.url)
 		}
@@ -222,13 +209,53 @@ func freePort(t *testing.T) int {
 
 func waitPort(t *testing.T, port int) {
 	t.Helper()
+	waitAddr(t, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+func waitAddr(t *testing.T, addr string) {
+	t.Helper()
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
 			return
 		}
 	}
-	t.Fatalf("nothing listens on port %d", port)
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+// TestBenchUpstreamProcess is the benchmark's upstream, run as a separate process by
+// TestBenchSidecarTable: HTTP on :80 answering "ok", and :9000 writing 1 GiB to each client.
+func TestBenchUpstreamProcess(t *testing.T) {
+	if os.Getenv("AF_BENCH_UPSTREAM") != "1" {
+		t.Skip("SKIPPED: the benchmark's upstream process; started by TestBenchSidecarTable")
+	}
+	body := []byte("ok\n")
+	ln, err := net.Listen("tcp4", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := net.Listen("tcp4", ":9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := src.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 256<<10)
+				for sent := 0; sent < 1<<30; sent += len(buf) {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
 }
 
 func writeFile(t *testing.T, path, content string) {

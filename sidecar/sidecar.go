@@ -13,12 +13,15 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 
 	"github.com/antifailure/af/sidecar/config"
 	"github.com/antifailure/af/sidecar/control"
@@ -50,6 +53,7 @@ type Sidecar struct {
 	listeners []net.Listener
 	https     []*http.Server
 	dnsSrv    []*dns.Server
+	udp       []net.PacketConn
 	conns     sync.WaitGroup
 	rejected  atomic.Int64
 	sem       chan struct{}
@@ -195,27 +199,49 @@ func (s *Sidecar) openDNS(addr string, sem chan struct{}) error {
 		ClusterResolver: s.cfg.ClusterResolver, AdvertiseV4: s.cfg.AdvertiseV4, AdvertiseV6: s.cfg.AdvertiseV6,
 		IPv6: s.cfg.IPv6, Log: s.Log,
 	})
-	pc, err := net.ListenPacket("udp", addr)
+	// One UDP socket per CPU on the same port (SO_REUSEPORT): the kernel spreads queries over
+	// them, so reading is not one goroutine's job.
+	reuse := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, unix.SO_REUSEPORT, 1) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	pc, err := reuse.ListenPacket(context.Background(), "udp", addr)
 	if err != nil {
 		return fmt.Errorf("listen.dns %s (udp): %w", addr, err)
 	}
 	s.addrs[DNS] = pc.LocalAddr()
+	extra := []net.PacketConn{}
+	for i := 1; i < runtime.GOMAXPROCS(0); i++ {
+		more, err := reuse.ListenPacket(context.Background(), "udp", pc.LocalAddr().String())
+		if err != nil {
+			break // one socket still serves
+		}
+		extra = append(extra, more)
+	}
 	// TCP on the same port as UDP (an ephemeral UDP port is reused for TCP).
 	ln, err := s.listen(DNS+"-tcp", pc.LocalAddr().String(), sem)
 	if err != nil {
 		pc.Close()
 		return err
 	}
-	udp := &dns.Server{PacketConn: pc, Handler: h}
 	tcp := &dns.Server{Listener: ln, Handler: h, ReadTimeout: s.cfg.HandshakeTimeout, IdleTimeout: func() time.Duration { return s.cfg.IdleTimeout }}
-	s.dnsSrv = append(s.dnsSrv, udp, tcp)
-	started := make(chan struct{}, 2)
-	udp.NotifyStartedFunc = func() { started <- struct{}{} }
-	tcp.NotifyStartedFunc = func() { started <- struct{}{} }
-	go func() { _ = udp.ActivateAndServe() }()
+	s.dnsSrv = append(s.dnsSrv, tcp)
+	started := make(chan struct{})
+	tcp.NotifyStartedFunc = func() { close(started) }
 	go func() { _ = tcp.ActivateAndServe() }()
 	<-started
-	<-started
+	for _, c := range append([]net.PacketConn{pc}, extra...) {
+		s.udp = append(s.udp, c)
+		s.conns.Add(1)
+		go func() {
+			defer s.conns.Done()
+			_ = h.ServeUDP(c.(*net.UDPConn))
+		}()
+	}
 	return nil
 }
 
@@ -331,6 +357,9 @@ func (s *Sidecar) doShutdown(ctx context.Context) error {
 func (s *Sidecar) closeListeners() {
 	for _, ln := range s.listeners {
 		_ = ln.Close()
+	}
+	for _, c := range s.udp {
+		_ = c.Close()
 	}
 }
 

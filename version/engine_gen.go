@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/proxy:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "c8f77c6bc4e544e9"
+const EngineDigest = "0a7fe4195af0dd39"

@@ -46,7 +46,7 @@ type Server struct {
 	zone     string // <ns>.svc.<domain>.
 	domain   string // <domain>.
 	services map[string]bool
-	udp      *dns.Client
+	udp      *udpPool
 	tcp      *dns.Client
 
 	mu     sync.Mutex
@@ -64,7 +64,7 @@ func New(cfg Config) *Server {
 		domain:   domain,
 		zone:     strings.ToLower(cfg.Namespace) + ".svc." + domain,
 		services: map[string]bool{},
-		udp:      &dns.Client{Net: "udp", Timeout: cfg.ForwardTimeout, UDPSize: 4096},
+		udp:      &udpPool{addr: cfg.ClusterResolver, timeout: cfg.ForwardTimeout},
 		tcp:      &dns.Client{Net: "tcp", Timeout: cfg.ForwardTimeout},
 		logged:   map[string]time.Time{},
 	}
@@ -220,13 +220,16 @@ func (s *Server) forward(ctx context.Context, r *dns.Msg, name, proto string) (*
 	q.Question[0].Name = name
 	q.Extra = stripOPT(q.Extra)
 	q.SetEdns0(4096, false)
-	client := s.udp
+	q.Id = dns.Id() // the resolver sees our id, not the client's
+	var resp *dns.Msg
+	var err error
 	if proto == "tcp" {
-		client = s.tcp
-	}
-	resp, _, err := client.ExchangeContext(ctx, q, s.cfg.ClusterResolver)
-	if err == nil && resp.Truncated && proto == "udp" {
 		resp, _, err = s.tcp.ExchangeContext(ctx, q, s.cfg.ClusterResolver)
+	} else {
+		resp, err = s.udp.exchange(ctx, q)
+		if err == nil && resp.Truncated {
+			resp, _, err = s.tcp.ExchangeContext(ctx, q, s.cfg.ClusterResolver)
+		}
 	}
 	if err != nil {
 		return nil, err

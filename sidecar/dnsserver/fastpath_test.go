@@ -1,0 +1,136 @@
+package dnsserver
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func fastServer() *Server {
+	return New(Config{Namespace: ns, ClusterDomain: "cluster.local", Services: []string{"web"}, ClusterResolver: "127.0.0.1:9", AdvertiseV4: netip.MustParseAddr("198.18.7.1")})
+}
+
+// sameAnswer reports whether the fast path's bytes say what the full path says.
+func sameAnswer(t *testing.T, s *Server, pkt []byte) {
+	t.Helper()
+	fast, ok := s.fastAnswer(pkt, nil)
+	if !ok {
+		t.Fatalf("fast path declined %x", pkt)
+	}
+	var q, got dns.Msg
+	if err := q.Unpack(pkt); err != nil {
+		t.Fatalf("the fast path took a packet that does not unpack: %v", err)
+	}
+	if err := got.Unpack(fast); err != nil {
+		t.Fatalf("the fast path's answer does not unpack: %v", err)
+	}
+	want := s.Answer(context.Background(), &q, "udp")
+	if got.Id != want.Id || got.Response != want.Response || got.RecursionDesired != want.RecursionDesired ||
+		got.RecursionAvailable != want.RecursionAvailable || got.Rcode != want.Rcode || got.Opcode != want.Opcode ||
+		len(got.Answer) != len(want.Answer) || len(got.Question) != 1 || got.Question[0] != want.Question[0] {
+		t.Fatalf("fast %v\nfull %v", &got, want)
+	}
+	if len(got.Answer) == 1 && got.Answer[0].String() != want.Answer[0].String() {
+		t.Fatalf("fast answer %v, full answer %v", got.Answer[0], want.Answer[0])
+	}
+}
+
+func TestFastPathMatchesFullPath(t *testing.T) {
+	s := fastServer()
+	for _, name := range []string{"api.stripe.com.", "API.Stripe.COM.", "a.b.c.d.e.example.test."} {
+		for _, rd := range []bool{true, false} {
+			m := new(dns.Msg)
+			m.SetQuestion(name, dns.TypeA)
+			m.RecursionDesired = rd
+			pkt, _ := m.Pack()
+			sameAnswer(t, s, pkt)
+		}
+	}
+}
+
+func TestFastPathDeclines(t *testing.T) {
+	s := fastServer()
+	pack := func(f func(m *dns.Msg)) []byte {
+		m := new(dns.Msg)
+		m.SetQuestion("api.stripe.com.", dns.TypeA)
+		f(m)
+		b, _ := m.Pack()
+		return b
+	}
+	for name, pkt := range map[string][]byte{
+		"internal name":      pack(func(m *dns.Msg) { m.Question[0].Name = "web." }),
+		"other environment":  pack(func(m *dns.Msg) { m.Question[0].Name = "web.af-env-other.svc.cluster.local." }),
+		"EDNS":               pack(func(m *dns.Msg) { m.SetEdns0(1232, false) }),
+		"AAAA":               pack(func(m *dns.Msg) { m.Question[0].Qtype = dns.TypeAAAA }),
+		"AXFR":               pack(func(m *dns.Msg) { m.Question[0].Qtype = dns.TypeAXFR }),
+		"class CH":           pack(func(m *dns.Msg) { m.Question[0].Qclass = dns.ClassCHAOS }),
+		"a response":         pack(func(m *dns.Msg) { m.Response = true }),
+		"UPDATE":             pack(func(m *dns.Msg) { m.Opcode = dns.OpcodeUpdate }),
+		"two questions":      pack(func(m *dns.Msg) { m.Question = append(m.Question, m.Question[0]) }),
+		"escaped label":      pack(func(m *dns.Msg) { m.Question[0].Name = `a\.b.example.test.` }),
+		"root":               pack(func(m *dns.Msg) { m.Question[0].Name = "." }),
+		"truncated question": pack(func(*dns.Msg) {})[:20],
+	} {
+		if _, ok := s.fastAnswer(pkt, nil); ok {
+			t.Errorf("%s: taken by the fast path", name)
+		}
+	}
+}
+
+// FuzzFastAnswer: whatever the fast path takes must unpack and say what the full path says.
+func FuzzFastAnswer(f *testing.F) {
+	m := new(dns.Msg)
+	m.SetQuestion("api.stripe.com.", dns.TypeA)
+	b, _ := m.Pack()
+	f.Add(b)
+	s := fastServer()
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		if _, ok := s.fastAnswer(pkt, nil); !ok {
+			return
+		}
+		sameAnswer(t, s, pkt)
+	})
+}
+
+// TestRelayAnswersServfailWhenTheResolverIsSilent: a relayed query the resolver never answers
+// gets SERVFAIL, not silence.
+func TestRelayAnswersServfailWhenTheResolverIsSilent(t *testing.T) {
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	s := New(Config{Namespace: ns, ClusterDomain: "cluster.local", ClusterResolver: silent.LocalAddr().String(), AdvertiseV4: netip.MustParseAddr("198.18.7.1"), ForwardTimeout: 300 * time.Millisecond})
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.ServeUDP(pc) }()
+	defer pc.Close()
+	m := new(dns.Msg)
+	m.SetQuestion("web."+ns+".svc.cluster.local.", dns.TypeA)
+	c := &dns.Client{Net: "udp", Timeout: 3 * time.Second}
+	start := time.Now()
+	r, _, err := c.Exchange(m, pc.LocalAddr().String())
+	if err != nil || r.Rcode != dns.RcodeServerFailure || r.Id != m.Id || r.Question[0].Name != m.Question[0].Name {
+		t.Fatalf("%v %v", r, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("SERVFAIL after %v", d)
+	}
+	// The silent resolver did receive the query, under an id other than the client's.
+	buf := make([]byte, 512)
+	_ = silent.SetReadDeadline(time.Now().Add(time.Second))
+	n, _, err := silent.ReadFrom(buf)
+	if err != nil || n < 12 {
+		t.Fatalf("resolver saw nothing: %v", err)
+	}
+	var fwd dns.Msg
+	if err := fwd.Unpack(buf[:n]); err != nil || fwd.Question[0].Name != m.Question[0].Name {
+		t.Fatalf("forwarded %v %v", &fwd, err)
+	}
+}

@@ -1,0 +1,153 @@
+package dnsserver
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// relay forwards the environment's own names to the cluster resolver as they are, byte for
+// byte, on one connected UDP socket: the query goes out under an id of the relay's choosing,
+// and the answer comes back to the client with the client's id. It is the fast path for
+// forwarded names; names that must be rewritten (short service names) take the full path.
+type relay struct {
+	up      *net.UDPConn
+	reply   *net.UDPConn // the socket clients wrote to
+	timeout time.Duration
+
+	mu      sync.Mutex
+	pending map[uint16]pendingQuery
+	done    chan struct{}
+}
+
+type pendingQuery struct {
+	clientID uint16
+	from     netip.AddrPort
+	question []byte // the question section, to check the answer is for it
+	expires  time.Time
+	header   [12]byte
+}
+
+func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration) (*relay, error) {
+	ra, err := net.ResolveUDPAddr("udp", resolver)
+	if err != nil {
+		return nil, err
+	}
+	up, err := net.DialUDP("udp", nil, ra)
+	if err != nil {
+		return nil, err
+	}
+	r := &relay{up: up, reply: reply, timeout: timeout, pending: map[uint16]pendingQuery{}, done: make(chan struct{})}
+	go r.readAnswers()
+	go r.expire()
+	return r, nil
+}
+
+func (r *relay) close() {
+	select {
+	case <-r.done:
+	default:
+		close(r.done)
+	}
+	r.up.Close()
+}
+
+// forward sends pkt (a query whose question ends at qEnd) upstream for the client at from.
+func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
+	r.mu.Lock()
+	if len(r.pending) > 4096 {
+		r.mu.Unlock()
+		return false // too many in flight: let the full path take it
+	}
+	id := dns.Id()
+	for _, busy := r.pending[id]; busy; _, busy = r.pending[id] {
+		id = dns.Id()
+	}
+	p := pendingQuery{clientID: binary.BigEndian.Uint16(pkt[0:2]), from: from, question: append([]byte(nil), pkt[12:qEnd]...), expires: time.Now().Add(r.timeout)}
+	copy(p.header[:], pkt[:12])
+	r.pending[id] = p
+	r.mu.Unlock()
+	out := append([]byte(nil), pkt...)
+	binary.BigEndian.PutUint16(out[0:2], id)
+	if _, err := r.up.Write(out); err != nil {
+		r.mu.Lock()
+		delete(r.pending, id)
+		r.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+func (r *relay) readAnswers() {
+	buf := make([]byte, 65535)
+	for {
+		n, err := r.up.Read(buf)
+		if err != nil {
+			select {
+			case <-r.done:
+				return
+			default:
+			}
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				continue
+			}
+			// ICMP port unreachable and the like: keep reading; the queries expire.
+			continue
+		}
+		if n < 12 {
+			continue
+		}
+		resp := buf[:n]
+		id := binary.BigEndian.Uint16(resp[0:2])
+		r.mu.Lock()
+		p, ok := r.pending[id]
+		if ok && len(resp) >= 12+len(p.question) && bytes.Equal(resp[12:12+len(p.question)], p.question) {
+			delete(r.pending, id)
+		} else {
+			ok = false
+		}
+		r.mu.Unlock()
+		if !ok {
+			continue // late, forged or not ours
+		}
+		binary.BigEndian.PutUint16(resp[0:2], p.clientID)
+		_, _ = r.reply.WriteToUDPAddrPort(resp, p.from)
+	}
+}
+
+// expire answers SERVFAIL to queries the resolver did not answer in time.
+func (r *relay) expire() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.done:
+			return
+		case now := <-t.C:
+			var late []pendingQuery
+			r.mu.Lock()
+			for id, p := range r.pending {
+				if now.After(p.expires) {
+					late = append(late, p)
+					delete(r.pending, id)
+				}
+			}
+			r.mu.Unlock()
+			for _, p := range late {
+				out := append(append([]byte(nil), p.header[:]...), p.question...)
+				flags := binary.BigEndian.Uint16(out[2:4])
+				binary.BigEndian.PutUint16(out[2:4], 0x8000|flags&0x7900|0x0080|dns.RcodeServerFailure)
+				binary.BigEndian.PutUint16(out[4:6], 1)
+				for i := 6; i < 12; i++ {
+					out[i] = 0
+				}
+				_, _ = r.reply.WriteToUDPAddrPort(out, p.from)
+			}
+		}
+	}
+}
