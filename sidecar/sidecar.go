@@ -209,9 +209,22 @@ func (s *Sidecar) openDNS(addr string, sem chan struct{}) error {
 		}
 		return serr
 	}}
-	pc, err := reuse.ListenPacket(context.Background(), "udp", addr)
-	if err != nil {
-		return fmt.Errorf("listen.dns %s (udp): %w", addr, err)
+	// UDP and TCP share the port. With port 0 (tests) the UDP port's TCP twin may be taken:
+	// pick another.
+	var pc net.PacketConn
+	var ln net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if pc, err = reuse.ListenPacket(context.Background(), "udp", addr); err != nil {
+			return fmt.Errorf("listen.dns %s (udp): %w", addr, err)
+		}
+		if ln, err = s.listen(DNS+"-tcp", pc.LocalAddr().String(), sem); err == nil {
+			break
+		}
+		pc.Close()
+		if _, port, _ := net.SplitHostPort(addr); port != "0" || attempt == 20 {
+			return err
+		}
 	}
 	s.addrs[DNS] = pc.LocalAddr()
 	extra := []net.PacketConn{}
@@ -221,12 +234,6 @@ func (s *Sidecar) openDNS(addr string, sem chan struct{}) error {
 			break // one socket still serves
 		}
 		extra = append(extra, more)
-	}
-	// TCP on the same port as UDP (an ephemeral UDP port is reused for TCP).
-	ln, err := s.listen(DNS+"-tcp", pc.LocalAddr().String(), sem)
-	if err != nil {
-		pc.Close()
-		return err
 	}
 	tcp := &dns.Server{Listener: ln, Handler: h, ReadTimeout: s.cfg.HandshakeTimeout, IdleTimeout: func() time.Duration { return s.cfg.IdleTimeout }}
 	s.dnsSrv = append(s.dnsSrv, tcp)

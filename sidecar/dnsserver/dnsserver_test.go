@@ -59,13 +59,21 @@ func (f *fakeCluster) queries() []string {
 // serve starts h on loopback over UDP and TCP on one port and returns the address.
 func serve(t *testing.T, h dns.Handler) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	// UDP and TCP on one port: an ephemeral UDP port's TCP twin may be taken; try again.
+	var pc net.PacketConn
+	var ln net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		if ln, err = net.Listen("tcp", pc.LocalAddr().String()); err == nil {
+			break
+		}
+		pc.Close()
+		if attempt == 20 {
+			t.Fatal(err)
+		}
 	}
 	tcp := &dns.Server{Listener: ln, Handler: h}
 	go func() { _ = tcp.ActivateAndServe() }()
