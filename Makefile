@@ -18,7 +18,7 @@ FUZZTIME  ?= 5m
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -35,12 +35,15 @@ engine-image: build ## write the engine image: bin/engine-image.tar (docker arch
 	rm -rf $(BIN)/engine-oci
 	$(BIN)/af engine-image --tar $(BIN)/engine-image.tar --oci $(BIN)/engine-oci
 
-test: deps lint unit ## everything CI runs: lint, generated files, unit and integration tests
+test: deps lint unit integration ## everything CI runs: lint, generated files, unit and integration tests
 	@echo "make test: all checks passed"
 
 unit: ## go test (with -race) over af and the example app
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 	cd examples/shop && CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+
+integration: ## the real test cluster: bring it up, run the cluster tests, take it down (always)
+	./hack/test-integration.sh
 
 lint: check-generated ## gofmt, go vet, actionlint on the workflows
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

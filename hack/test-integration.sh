@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The integration phase of `make test`: the real test cluster (testcluster/), brought up, used,
+# and always taken down again, even when a test fails.
+#   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
+#      image in containerd;
+#   2. no enforcer: the negative control (default-deny blocks nothing);
+#   3. down, and nothing is left.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
+gotest() { go test -count=1 -v -timeout 40m "$@"; }
+
+trap 'echo "== taking the test cluster down"; afcluster down || true' EXIT
+
+echo "== 1. cluster with kube-router"
+afcluster ensure -enforcer kube-router
+AF_TESTCLUSTER=1 gotest ./testcluster/...
+AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
+AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
+
+echo "== 2. the same cluster without an enforcer (negative control)"
+afcluster up -enforcer none
+AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
+
+echo "== 3. down, and nothing left"
+afcluster down
+AF_TESTCLUSTER_DOWN=1 gotest -run TestNothingLeftAfterDown ./testcluster/

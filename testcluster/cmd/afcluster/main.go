@@ -1,0 +1,104 @@
+// Command afcluster runs af's test cluster on this machine (as root):
+//
+//	afcluster up [-enforcer kube-router|none] [-no-ingress]
+//	afcluster ensure [-enforcer ...]  # up, unless a cluster with that enforcer already runs
+//	afcluster down       # removes everything the cluster made; idempotent
+//	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
+//	afcluster env        # prints `export KUBECONFIG=... PATH=...`
+//	afcluster leftovers  # lists what of a cluster is still on the machine (fails if any)
+//
+// The make targets cluster-up, cluster-down, cluster-status and cluster-env call it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/antifailure/af/testcluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "afcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "afcluster %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers")
+	}
+	switch args[0] {
+	case "up", "ensure":
+		fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+		opts := testcluster.OptionsFromEnv()
+		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router or none (default from AF_ENFORCER, else kube-router)")
+		fs.BoolVar(&opts.NoIngress, "no-ingress", opts.NoIngress, "do not build or run Traefik")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		opts.Log = logf
+		start := time.Now()
+		if args[0] == "ensure" {
+			want := opts.Enforcer
+			if want == "" {
+				want = testcluster.EnforcerKubeRouter
+			}
+			if h, err := testcluster.Open(ctx); err == nil && h.Enforcer == want {
+				fmt.Printf("cluster already up: enforcer %s, API server %s\n", h.Enforcer, h.APIServer)
+				return nil
+			}
+		}
+		h, err := testcluster.Up(ctx, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cluster up in %s: enforcer %s, API server %s\n", time.Since(start).Round(time.Second), h.Enforcer, h.APIServer)
+		printEnv(h)
+		return nil
+	case "down":
+		start := time.Now()
+		if err := testcluster.Down(ctx, logf); err != nil {
+			return err
+		}
+		fmt.Printf("cluster down in %s\n", time.Since(start).Round(100*time.Millisecond))
+		return nil
+	case "status":
+		return testcluster.Status(ctx, os.Stdout)
+	case "env":
+		h, err := testcluster.Open(ctx)
+		if err != nil {
+			return err
+		}
+		printEnv(h)
+		return nil
+	case "leftovers":
+		left, err := testcluster.Leftovers(ctx)
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("left on the machine:\n  %s", strings.Join(left, "\n  "))
+		}
+		fmt.Println("nothing of the test cluster is left")
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want up, down, status, env or leftovers)", args[0])
+	}
+}
+
+func printEnv(h *testcluster.Handle) {
+	fmt.Printf("export KUBECONFIG=%s PATH=%s:$PATH\n", h.Kubeconfig, h.BinDir)
+}

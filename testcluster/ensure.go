@@ -1,0 +1,172 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/antifailure/af/testcluster/internal/layout"
+	"github.com/antifailure/af/testcluster/internal/node"
+)
+
+// Options say how Up starts a cluster.
+type Options struct {
+	// Enforcer is EnforcerKubeRouter (the default) or EnforcerNone.
+	Enforcer string
+	// NoIngress skips building and running Traefik.
+	NoIngress bool
+	// Log receives progress lines (nil: none).
+	Log func(format string, args ...any)
+}
+
+// OptionsFromEnv reads AF_ENFORCER (kube-router or none) and AF_INGRESS (0 to skip Traefik).
+func OptionsFromEnv() Options {
+	return Options{Enforcer: os.Getenv("AF_ENFORCER"), NoIngress: os.Getenv("AF_INGRESS") == "0"}
+}
+
+// Ensure returns the running cluster, starting it (with OptionsFromEnv) when
+// none runs. Several processes may call it at once: one starts the cluster,
+// the others wait for it.
+func Ensure(ctx context.Context) (*Handle, error) {
+	if err := node.CheckRoot(); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if h, err := open(ctx); err == nil {
+		return h, nil
+	}
+	if err := up(ctx, OptionsFromEnv()); err != nil {
+		return nil, err
+	}
+	return open(ctx)
+}
+
+// Open returns the running cluster, or an error when none runs.
+func Open(ctx context.Context) (*Handle, error) {
+	if err := node.CheckRoot(); err != nil {
+		return nil, err
+	}
+	return open(ctx)
+}
+
+func open(ctx context.Context) (*Handle, error) {
+	dirs, err := layout.DefaultDirs()
+	if err != nil {
+		return nil, err
+	}
+	st, err := node.ReadState(dirs)
+	if err != nil {
+		return nil, fmt.Errorf("no test cluster is running (start one with `make cluster-up`): %w", err)
+	}
+	if st.UpSeconds == 0 {
+		return nil, fmt.Errorf("the test cluster did not finish starting (see %s)", dirs.Logs())
+	}
+	h := newHandle(dirs, st)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := h.Kubectl(ctx, "", "get", "--raw", "/readyz"); err != nil {
+		return nil, fmt.Errorf("the test cluster is not answering: %w", err)
+	}
+	return h, nil
+}
+
+// Up starts a fresh cluster, removing whatever an earlier one left first.
+func Up(ctx context.Context, opts Options) (*Handle, error) {
+	if err := node.CheckRoot(); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := up(ctx, opts); err != nil {
+		return nil, err
+	}
+	return open(ctx)
+}
+
+func up(ctx context.Context, opts Options) error {
+	c, err := cluster(opts)
+	if err != nil {
+		return err
+	}
+	return c.Up(ctx)
+}
+
+// Down removes the cluster and everything it made; it is idempotent.
+func Down(ctx context.Context, log func(string, ...any)) error {
+	if err := node.CheckRoot(); err != nil {
+		return err
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := cluster(Options{Log: log})
+	if err != nil {
+		return err
+	}
+	return c.Down(ctx)
+}
+
+// Status writes a report of the cluster (processes, node, pods, guard
+// counters) and fails when it is not running or a guard counter is not zero.
+func Status(ctx context.Context, w io.Writer) error {
+	if err := node.CheckRoot(); err != nil {
+		return err
+	}
+	c, err := cluster(Options{})
+	if err != nil {
+		return err
+	}
+	return c.Status(ctx, w)
+}
+
+// Leftovers lists what of a cluster is still on the machine; empty after Down.
+func Leftovers(ctx context.Context) ([]string, error) {
+	dirs, err := layout.DefaultDirs()
+	if err != nil {
+		return nil, err
+	}
+	return node.Leftovers(ctx, dirs), nil
+}
+
+func cluster(opts Options) (*node.Cluster, error) {
+	dirs, err := layout.DefaultDirs()
+	if err != nil {
+		return nil, err
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, ModuleDir: wd, Log: opts.Log})
+}
+
+// lock takes the machine-wide lock that serialises starting and stopping.
+func lock(ctx context.Context) (func(), error) {
+	f, err := os.OpenFile(layout.LockFile(), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("cluster lock: %w", err)
+	}
+	for {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("cluster lock: %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/antifailure/af/testcluster/internal/build"
+	"github.com/antifailure/af/testcluster/internal/layout"
+	"github.com/antifailure/af/testcluster/internal/node"
+)
+
+// Enforcers a cluster can run with.
+const (
+	EnforcerKubeRouter = node.EnforcerKubeRouter
+	EnforcerNone       = node.EnforcerNone
+)
+
+// FakeInternet names the test hosts beside the cluster. Every address is in a
+// network namespace the cluster made; none is a real host.
+type FakeInternet struct {
+	CIDR      string // the "public" range, 198.51.100.0/24
+	PublicTCP string // TCP echo on a public address
+	PublicUDP string // UDP echo on a public address
+	Resolver  string // the public resolver (UDP and TCP DNS); CoreDNS's only upstream
+	// AllowedAPIHost and BlockedAPIHost resolve (through Resolver and CoreDNS) to
+	// AllowedAPIIP and BlockedAPIIP, each serving HTTP on :80 and HTTPS on :443.
+	AllowedAPIHost, AllowedAPIIP string
+	BlockedAPIHost, BlockedAPIIP string
+	PublicHost                   string // resolves to the PublicTCP address
+	// Metadata is the fake metadata server (HTTP), on a link-local address that
+	// is not 169.254.169.254.
+	Metadata   string
+	MetadataIP string
+}
+
+// Handle is a running test cluster.
+type Handle struct {
+	Kubeconfig  string // the administrator's kubeconfig
+	BinDir      string // kubectl and the other commands, for PATH
+	APIServer   string // https://host:port of the real API server
+	APIServerIP string // the API server's address (also the node's IP), for NetworkPolicy ipBlocks
+	Registry    string // host:port of the local registry (loopback, plain HTTP)
+	// IngressHTTP and IngressHTTPS are loopback addresses of the ingress
+	// controller (empty when the cluster runs without one).
+	IngressHTTP, IngressHTTPS string
+	Enforcer                  string // EnforcerKubeRouter or EnforcerNone
+	NodeName                  string
+	PodCIDR, ServiceCIDR      string
+	TestImage                 string // image with busybox and aftool, present on the node
+	Internet                  FakeInternet
+
+	dirs layout.Dirs
+}
+
+func newHandle(dirs layout.Dirs, st node.State) *Handle {
+	h := &Handle{
+		Kubeconfig:  dirs.Kubeconfig(),
+		BinDir:      dirs.Bin(),
+		APIServer:   "https://" + net.JoinHostPort(layout.NodeIP, strconv.Itoa(layout.APIServerPort)),
+		APIServerIP: layout.NodeIP,
+		Registry:    layout.RegistryAddr,
+		Enforcer:    st.Enforcer,
+		NodeName:    layout.NodeName,
+		PodCIDR:     layout.PodCIDR,
+		ServiceCIDR: layout.ServiceCIDR,
+		TestImage:   node.TestImage,
+		Internet: FakeInternet{
+			CIDR:           layout.FakeInternetCIDR,
+			PublicTCP:      net.JoinHostPort(layout.PublicIP, "80"),
+			PublicUDP:      net.JoinHostPort(layout.PublicIP, "7"),
+			Resolver:       net.JoinHostPort(layout.ResolverIP, "53"),
+			AllowedAPIHost: layout.AllowedAPIHost,
+			AllowedAPIIP:   layout.AllowedAPIIP,
+			BlockedAPIHost: layout.BlockedAPIHost,
+			BlockedAPIIP:   layout.BlockedAPIIP,
+			PublicHost:     layout.PublicHost,
+			Metadata:       net.JoinHostPort(layout.MetadataIP, "80"),
+			MetadataIP:     layout.MetadataIP,
+		},
+		dirs: dirs,
+	}
+	if st.Ingress {
+		h.IngressHTTP, h.IngressHTTPS = layout.IngressHTTPAddr, layout.IngressHTTPSAddr
+	}
+	return h
+}
+
+// Env returns KUBECONFIG and PATH for commands run against the cluster.
+func (h *Handle) Env() []string {
+	return []string{"KUBECONFIG=" + h.Kubeconfig, "PATH=" + h.BinDir + string(os.PathListSeparator) + os.Getenv("PATH")}
+}
+
+// Kubectl runs kubectl against the cluster with stdin as its input and returns
+// its standard output; a failure carries its standard error.
+func (h *Handle) Kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, h.BinDir+"/kubectl", append([]string{"--kubeconfig", h.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// ImportImage loads a docker-archive tarball into the node's containerd, where
+// pods find it without pulling.
+func (h *Handle) ImportImage(ctx context.Context, archive string) error {
+	return node.ImportImage(ctx, h.dirs, archive)
+}
+
+// PushImage pushes the image ref held in a docker-archive tarball to the local
+// registry as repo (e.g. "af/web:1") and returns the reference pods pull it by.
+func (h *Handle) PushImage(ctx context.Context, archive, ref, repo string) (string, error) {
+	return node.PushImage(ctx, h.dirs, archive, ref, repo)
+}
+
+// GuardCounters returns the packets the guard dropped, per counter; every
+// value must stay zero.
+func (h *Handle) GuardCounters(ctx context.Context) (map[string]uint64, error) {
+	return node.GuardCounters(ctx)
+}
+
+// WriteTestImage writes a docker-archive tarball at path holding a copy of the
+// test image (busybox and aftool) named ref, with env added to its environment:
+// a quick distinct image for import and registry tests.
+func (h *Handle) WriteTestImage(ctx context.Context, path, ref string, env ...string) error {
+	spec, err := node.TestImageSpec(ctx, ref, filepath.Join(h.dirs.Cache, "own", "aftool"))
+	if err != nil {
+		return err
+	}
+	spec.Env = env
+	return build.WriteArchive(spec, path)
+}

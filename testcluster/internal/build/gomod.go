@@ -1,0 +1,166 @@
+package build
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Program describes one Go program built in its own throwaway module.
+type Program struct {
+	// Name names the cache entry and the output binary.
+	Name string
+	// Version keys the cache entry; change it and the program is rebuilt.
+	Version string
+	// GoMod is the complete go.mod of the throwaway module.
+	GoMod string
+	// Files are extra source files of the throwaway module (name -> content).
+	Files map[string]string
+	// Package is the package path to build ("." for the module's own main).
+	Package string
+	// LDFlags and Tags are passed to go build.
+	LDFlags string
+	Tags    string
+}
+
+// Builder builds programs into a cache directory.
+type Builder struct {
+	// CacheDir is where throwaway modules and binaries live, e.g. $HOME/.cache/af.
+	CacheDir string
+	// Log receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Binary returns the cached binary of p, building it first when absent.
+func (b *Builder) Binary(ctx context.Context, p Program) (string, error) {
+	dir := filepath.Join(b.CacheDir, "build", p.Name+"-"+p.Version)
+	out := filepath.Join(dir, "bin", p.Name)
+	if fileExists(out + ".ok") {
+		return out, nil
+	}
+	unlock, err := lockFile(ctx, filepath.Join(b.CacheDir, "build.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(out + ".ok") { // built by someone else while we waited
+		return out, nil
+	}
+	start := time.Now()
+	b.logf("building %s %s (cached afterwards in %s)", p.Name, p.Version, dir)
+	if err := b.Prefetch(ctx, p); err != nil {
+		return "", err
+	}
+	args := []string{"build", "-trimpath", "-o", out}
+	if p.LDFlags != "" {
+		args = append(args, "-ldflags", p.LDFlags)
+	}
+	if p.Tags != "" {
+		args = append(args, "-tags", p.Tags)
+	}
+	args = append(args, p.Package)
+	if err := b.goCmd(ctx, dir, args...); err != nil {
+		return "", fmt.Errorf("build %s: go build: %w", p.Name, err)
+	}
+	if err := os.WriteFile(out+".ok", []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("build %s: %w", p.Name, err)
+	}
+	b.logf("built %s %s in %s", p.Name, p.Version, time.Since(start).Round(time.Second))
+	return out, nil
+}
+
+// Prefetch writes p's throwaway module and resolves and downloads its
+// dependencies (go mod tidy), without building. It needs little CPU, so it can
+// run beside another program's build; Binary calls it too.
+func (b *Builder) Prefetch(ctx context.Context, p Program) error {
+	dir := filepath.Join(b.CacheDir, "build", p.Name+"-"+p.Version)
+	if fileExists(filepath.Join(dir, "bin", p.Name+".ok")) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		return fmt.Errorf("prefetch %s: %w", p.Name, err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(dir, "prefetch.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if fileExists(filepath.Join(dir, "prefetched")) {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(p.GoMod), 0o644); err != nil {
+		return fmt.Errorf("prefetch %s: %w", p.Name, err)
+	}
+	for name, content := range p.Files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("prefetch %s: %w", p.Name, err)
+		}
+	}
+	if err := b.goCmd(ctx, dir, "mod", "tidy"); err != nil {
+		return fmt.Errorf("prefetch %s: go mod tidy: %w", p.Name, err)
+	}
+	if err := b.goCmd(ctx, dir, "mod", "download"); err != nil {
+		return fmt.Errorf("prefetch %s: go mod download: %w", p.Name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "prefetched"), nil, 0o644); err != nil {
+		return fmt.Errorf("prefetch %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func (b *Builder) goCmd(ctx context.Context, dir string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-buildvcs=false")
+	logPath := filepath.Join(dir, "build.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "$ go %s\n", strings.Join(args, " "))
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w (log: %s)", err, logPath)
+	}
+	return nil
+}
+
+func (b *Builder) logf(format string, args ...any) {
+	if b.Log != nil {
+		b.Log(format, args...)
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// lockFile takes an exclusive flock on path, waiting until ctx is done.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package layout
+
+// Names of what the cluster creates in the kernel. Teardown removes these.
+const (
+	Bridge       = "af-cni0"   // the CNI bridge; its address is the node's IP
+	InetNetns    = "af-inet"   // network namespace holding the fake internet's hosts
+	InetVethHost = "af-inet0"  // host end of the veth to InetNetns
+	MetaNetns    = "af-meta"   // network namespace holding the fake metadata server
+	MetaVethHost = "af-meta0"  // host end of the veth to MetaNetns
+	GuardTable   = "af_guard"  // nftables table (family inet) that drops escapes
+	NodeName     = "af-node"   // the one node's name
+	CNINetwork   = "af-bridge" // the CNI network name
+)
+
+// Addresses and ranges. Pods and services use private ranges that live only on
+// this machine's bridge; the fake internet uses documentation and benchmarking
+// ranges; nothing here is a real host.
+const (
+	PodCIDR     = "10.244.0.0/24"
+	NodeIP      = "10.244.0.1" // on Bridge; also the API server's bind and advertise address
+	ServiceCIDR = "10.96.0.0/16"
+	APIService  = "10.96.0.1"
+	ClusterDNS  = "10.96.0.10"
+
+	// Transit links between the node and the test namespaces (RFC 2544 range).
+	InetHostIP = "198.18.0.1"
+	InetNsIP   = "198.18.0.2"
+	MetaHostIP = "198.18.0.5"
+	MetaNsIP   = "198.18.0.6"
+	TransitLen = 30
+
+	// The fake internet (RFC 5737 TEST-NET-2). Not TEST-NET-3 (203.0.113.0/24):
+	// on this kind of machine the package registries answer at 203.0.113.80,
+	// and routing that range into a namespace cut the machine off from them.
+	FakeInternetCIDR = "198.51.100.0/24"
+	PublicIP         = "198.51.100.10" // TCP echo :80, UDP echo :7
+	ResolverIP       = "198.51.100.53" // DNS :53 (UDP and TCP)
+	AllowedAPIIP     = "198.51.100.80" // HTTP :80 and HTTPS :443 for AllowedAPIHost
+	BlockedAPIIP     = "198.51.100.81" // HTTP :80 and HTTPS :443 for BlockedAPIHost
+
+	// The fake metadata server: link-local, deliberately not 169.254.169.254.
+	MetadataIP = "169.254.77.1"
+	// RealMetadataIP is never contacted; the guard drops anything sent to it.
+	RealMetadataIP = "169.254.169.254"
+
+	// Names the fake resolver answers.
+	PublicHost     = "public.af.test"
+	AllowedAPIHost = "allowed-api.af.test"
+	BlockedAPIHost = "blocked-api.af.test"
+
+	// Loopback services.
+	RegistryAddr     = "127.0.0.1:5000"
+	EtcdClientURL    = "http://127.0.0.1:12379"
+	EtcdPeerURL      = "http://127.0.0.1:12380"
+	APIServerPort    = 6443
+	IngressHTTPAddr  = "127.0.0.1:18080"
+	IngressHTTPSAddr = "127.0.0.1:18443"
+)
+
+// FakeHosts maps each name the fake resolver answers to its address.
+func FakeHosts() map[string]string {
+	return map[string]string{
+		PublicHost:         PublicIP,
+		AllowedAPIHost:     AllowedAPIIP,
+		BlockedAPIHost:     BlockedAPIIP,
+		"metadata.af.test": MetadataIP,
+	}
+}

@@ -1,0 +1,114 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one long-running program of the cluster.
+type process struct {
+	name  string   // pid and log file name
+	argv  []string // argv[0] may be a name the binary dispatches on
+	path  string   // the file to execute
+	env   []string // extra environment
+	netns string   // run inside this named network namespace, if set
+}
+
+// start launches p in its own session, detached from this process, with its
+// output in the log directory and its pid in the pid directory.
+func (c *Cluster) start(p process) error {
+	if err := os.MkdirAll(c.dirs.Logs(), 0o755); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	if err := os.MkdirAll(c.dirs.Pids(), 0o755); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	logf, err := os.OpenFile(filepath.Join(c.dirs.Logs(), p.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	defer logf.Close()
+	path, argv := p.path, p.argv
+	if p.netns != "" {
+		ipPath, err := exec.LookPath("ip")
+		if err != nil {
+			return fmt.Errorf("start %s: %w", p.name, err)
+		}
+		argv = append([]string{"ip", "netns", "exec", p.netns, p.path}, p.argv[1:]...)
+		path = ipPath
+	}
+	cmd := &exec.Cmd{Path: path, Args: argv, Stdout: logf, Stderr: logf, Env: append(os.Environ(), p.env...)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	fmt.Fprintf(logf, "=== %s %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	pid := cmd.Process.Pid
+	_ = cmd.Process.Release()
+	if err := os.WriteFile(filepath.Join(c.dirs.Pids(), p.name+".pid"), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	c.logf("started %s (pid %d)", p.name, pid)
+	return nil
+}
+
+// running reports whether the process named name (by pid file) is alive.
+func (c *Cluster) running(name string) bool {
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
+	return err == nil && alive(pid)
+}
+
+func readPid(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie has exited; its state letter follows the command in parentheses.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// waitFor polls check until it returns nil, ctx ends or the named process dies.
+func (c *Cluster) waitFor(ctx context.Context, what, proc string, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if last = check(ctx); last == nil {
+			return nil
+		}
+		if proc != "" && !c.running(proc) {
+			return fmt.Errorf("%s: %s exited (see %s): %w", what, proc, filepath.Join(c.dirs.Logs(), proc+".log"), last)
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("%s: not ready after %s: %w", what, timeout, last)
+			}
+			return fmt.Errorf("%s: %w", what, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
