@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/proxy:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "13bfc4e594b8df60"
+const EngineDigest = "0b4335bd67d7a416"

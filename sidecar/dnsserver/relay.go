@@ -2,6 +2,8 @@ package dnsserver
 
 import (
 	"bytes"
+	crand "crypto/rand"
+	"math/rand/v2"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -22,6 +24,7 @@ type relay struct {
 
 	mu      sync.Mutex
 	pending map[uint16]pendingQuery
+	ids     *rand.ChaCha8 // unpredictable ids, without a system call per query
 	done    chan struct{}
 }
 
@@ -42,7 +45,12 @@ func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration) (*rela
 	if err != nil {
 		return nil, err
 	}
-	r := &relay{up: up, reply: reply, timeout: timeout, pending: map[uint16]pendingQuery{}, done: make(chan struct{})}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		up.Close()
+		return nil, err
+	}
+	r := &relay{up: up, reply: reply, timeout: timeout, pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
 	go r.readAnswers()
 	go r.expire()
 	return r, nil
@@ -64,9 +72,9 @@ func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
 		r.mu.Unlock()
 		return false // too many in flight: let the full path take it
 	}
-	id := dns.Id()
+	id := uint16(r.ids.Uint64())
 	for _, busy := r.pending[id]; busy; _, busy = r.pending[id] {
-		id = dns.Id()
+		id = uint16(r.ids.Uint64())
 	}
 	p := pendingQuery{clientID: binary.BigEndian.Uint16(pkt[0:2]), from: from, question: append([]byte(nil), pkt[12:qEnd]...), expires: time.Now().Add(r.timeout)}
 	copy(p.header[:], pkt[:12])
