@@ -3,8 +3,8 @@ package dnsserver
 import (
 	"bytes"
 	crand "crypto/rand"
-	"math/rand/v2"
 	"encoding/binary"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
