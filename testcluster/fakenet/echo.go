@@ -11,9 +11,22 @@ import (
 
 // ServeTCPEcho echoes whatever each TCP connection on addr sends, until ctx ends.
 func ServeTCPEcho(ctx context.Context, addr string, logger *log.Logger) error {
+	return ServeTCP(ctx, addr, "tcp echo", func(c net.Conn) {
+		if logger != nil {
+			logger.Printf("tcp %s: connection from %s", addr, c.RemoteAddr())
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		_, _ = io.Copy(c, c)
+	})
+}
+
+// ServeTCP listens on addr and hands each connection to handle in its own goroutine until
+// ctx ends; what names the server in errors.
+func ServeTCP(ctx context.Context, addr, what string, handle func(net.Conn)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("tcp echo: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	go func() { <-ctx.Done(); ln.Close() }()
 	for {
@@ -22,16 +35,9 @@ func ServeTCPEcho(ctx context.Context, addr string, logger *log.Logger) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("tcp echo: %w", err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
-		if logger != nil {
-			logger.Printf("tcp %s: connection from %s", addr, c.RemoteAddr())
-		}
-		go func() {
-			defer c.Close()
-			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
-			_, _ = io.Copy(c, c)
-		}()
+		go handle(c)
 	}
 }
 

@@ -45,21 +45,7 @@ func forward(ctx context.Context, args []string) error {
 	if *listen == "" || *to == "" {
 		return fmt.Errorf("usage: aftool forward -listen ADDR -to ADDR")
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("forward: %w", err)
-	}
-	go func() { <-ctx.Done(); ln.Close() }()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("forward: %w", err)
-		}
-		go relay(ctx, c, *to)
-	}
+	return fakenet.ServeTCP(ctx, *listen, "forward", func(c net.Conn) { relay(ctx, c, *to) })
 }
 
 func relay(ctx context.Context, c net.Conn, to string) {
