@@ -23,8 +23,10 @@ if [ "$code" -eq 0 ]; then
 fi
 cat <<'MSG'
 == Not there yet
-This build of af validates manifests, derives environment names and reports every failure from
-one catalogue. It cannot yet start a cluster, publish images, create an environment, run the
-probe, print probe results and a URL, or tear the environment down: `af up` above said so with
-AF-RUN-001 instead of pretending. The demo grows with each capability as it lands.
+This build has the parts of an environment, each tested on its own: manifest validation, the
+egress sidecar (af sidecar), the gate and the probe (af gate, af probe), the engine image
+(make engine-image), and a real local Kubernetes cluster with an enforcing CNI (make cluster-up;
+make test runs 20 gated pods on it). What it lacks is the Kubernetes runtime that puts them
+together: `af up` above said so with AF-RUN-001 instead of pretending. Until it lands this demo
+cannot bring the example up, print its probe results and URL, or tear it down.
 MSG
