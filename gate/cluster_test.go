@@ -24,17 +24,9 @@ import (
 // ungated pod in a namespace without policies proves the counter and the route work; ungated
 // pods under default-deny show the startup window the gate closes.
 func TestGatedPodsOnTheCluster(t *testing.T) {
-	if os.Getenv("AF_TESTCLUSTER") != "1" {
-		msg := "SKIPPED: needs the real test cluster; make test starts it and sets AF_TESTCLUSTER=1"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
-	}
+	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	h, err := testcluster.Ensure(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if h.Enforcer != testcluster.EnforcerKubeRouter {
 		t.Skipf("SKIPPED: the cluster runs without an enforcer (%s); the gate would rightly refuse", h.Enforcer)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,18 +16,7 @@ import (
 // is skipped, loudly: these tests need root and a real cluster (make test-cluster).
 func cluster(t *testing.T) *testcluster.Handle {
 	t.Helper()
-	if os.Getenv("AF_TESTCLUSTER") != "1" {
-		msg := "SKIPPED: needs the real test cluster; run `make test-cluster` (sets AF_TESTCLUSTER=1 after cluster-up)"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	defer cancel()
-	h, err := testcluster.Ensure(ctx)
-	if err != nil {
-		t.Fatalf("test cluster: %v", err)
-	}
-	return h
+	return testcluster.Require(t)
 }
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
