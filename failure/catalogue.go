@@ -58,6 +58,15 @@ var (
 		Do: "Read the exit code and the last log lines af shows, fix the service and run `af up` " +
 			"again. `af down` removes the environment.",
 	}
+	MigrationFailed = &Entry{
+		Code:  "AF-RUN-006",
+		Title: "migration failed",
+		Exit:  ExitFailure,
+		Means: "A service's migrate command exited with a failure. It ran once and was not retried; the " +
+			"service it belongs to, and the services that depend on it, were not started.",
+		Do: "Read the exit code and the last log lines af shows, fix the migration and run `af up` " +
+			"again: it runs the migration again. `af down` removes the environment.",
+	}
 	ManifestUnreadable = &Entry{
 		Code:  "AF-RUN-010",
 		Title: "manifest not found or unreadable",
@@ -92,6 +101,15 @@ var (
 			"usually a finalizer that nothing is clearing.",
 		Do: "The message names what is holding it. Fix or remove that finalizer's owner, then run " +
 			"`af down` again; it is safe to repeat.",
+	}
+	StillTerminating = &Entry{
+		Code:  "AF-RUN-031",
+		Title: "environment is still being removed",
+		Exit:  ExitFailure,
+		Means: "The environment's namespace is being deleted (an earlier `af down`, the reaper, or a " +
+			"person), so nothing can be created in it until it is gone. Nothing was changed.",
+		Do: "Wait until the namespace is gone and run `af up` again, or run `af down`, which waits for " +
+			"it and names whatever holds it.",
 	}
 	NotPlaced = &Entry{
 		Code:  "AF-RUN-040",
@@ -155,6 +173,14 @@ var (
 		Do: "Lower the named service's `resources` or `replicas`, or free or add capacity; the message " +
 			"names the dimension and the shortfall.",
 	}
+	ClusterLacks = &Entry{
+		Code:  "AF-RUN-048",
+		Title: "cluster lacks what af needs",
+		Exit:  ExitFailure,
+		Means: "The cluster does not have something the environment depends on, such as a cluster DNS " +
+			"service for the sidecar to ask about the environment's own names. Nothing was started.",
+		Do: "Read what af names; install it, or tell af where it is (the message names the option).",
+	}
 	SidecarConfigInvalid = &Entry{
 		Code:  "AF-RUN-050",
 		Title: "sidecar configuration invalid",
@@ -186,11 +212,11 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
-		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart,
+		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
-		TeardownIncomplete,
+		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
-		NamespaceNotOurs, CapacityShort,
+		NamespaceNotOurs, CapacityShort, ClusterLacks,
 		SidecarConfigInvalid, SidecarListen,
 		Internal,
 	}

@@ -138,3 +138,17 @@ func (h *Handle) WriteTestImage(ctx context.Context, path, ref string, env ...st
 	spec.Env = env
 	return build.WriteArchive(spec, path)
 }
+
+// ImportBinaryImage builds an image holding one static binary at /<its file name>, which is
+// the entrypoint, and imports it into the node as ref: how the demo and the runtime's tests
+// make service images without a container daemon.
+func (h *Handle) ImportBinaryImage(ctx context.Context, ref, binary string) error {
+	name := "/" + filepath.Base(binary)
+	archive := filepath.Join(os.TempDir(), fmt.Sprintf("af-image-%d.tar", os.Getpid()))
+	defer os.Remove(archive)
+	img := build.Image{Ref: ref, Entrypoint: []string{name}, Files: map[string]string{name: binary}, Dirs: []string{"/tmp"}}
+	if err := build.WriteArchive(img, archive); err != nil {
+		return err
+	}
+	return h.ImportImage(ctx, archive)
+}

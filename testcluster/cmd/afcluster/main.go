@@ -6,6 +6,8 @@
 //	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
 //	afcluster env        # prints `export KUBECONFIG=... PATH=...`
 //	afcluster leftovers  # lists what of a cluster is still on the machine (fails if any)
+//	afcluster import ARCHIVE            # a docker-archive tarball into the node's containerd
+//	afcluster image REF BINARY          # an image of one static binary (its entrypoint), imported
 //
 // The make targets cluster-up, cluster-down, cluster-status and cluster-env call it.
 package main
@@ -38,7 +40,7 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers")
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers|import|image")
 	}
 	switch args[0] {
 	case "up", "ensure":
@@ -94,8 +96,27 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Println("nothing of the test cluster is left")
 		return nil
+	case "import", "image":
+		h, err := testcluster.Open(ctx)
+		if err != nil {
+			return err
+		}
+		if args[0] == "import" {
+			if len(args) != 2 {
+				return fmt.Errorf("usage: afcluster import ARCHIVE")
+			}
+			return h.ImportImage(ctx, args[1])
+		}
+		if len(args) != 3 {
+			return fmt.Errorf("usage: afcluster image REF BINARY")
+		}
+		if err := h.ImportBinaryImage(ctx, args[1], args[2]); err != nil {
+			return err
+		}
+		fmt.Printf("imported %s (%s)\n", args[1], args[2])
+		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want up, down, status, env or leftovers)", args[0])
+		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, leftovers, import or image)", args[0])
 	}
 }
 

@@ -79,5 +79,6 @@ const (
 	Red    = "31"
 	Green  = "32"
 	Yellow = "33"
+	Cyan   = "36"
 	Bold   = "1"
 )

@@ -20,28 +20,21 @@ type spec struct {
 	// manifest: the command reads af.yaml, so a bad manifest is reported first.
 	manifest bool
 	hidden   bool
+	// runtimeRefuses: the manifest's runtime cannot do this (AF-RUN-044, naming it), rather
+	// than the command being absent.
+	runtimeRefuses bool
 }
 
 var specs = []spec{
-	{path: []string{"up"}, manifest: true,
-		short:   "Bring an environment up: images, namespace, policies, sidecar, probe, services",
-		long:    "Creates or converges the environment for this manifest: publishes its images, creates its namespace with default-deny policies and the egress sidecar, proves containment with the probe before any application image runs, then starts the services behind the gate.",
-		missing: "the Kubernetes runtime has not landed yet"},
-	{path: []string{"down"}, manifest: true,
-		short:   "Remove an environment and wait until it is gone",
-		missing: "the Kubernetes runtime has not landed yet"},
-	{path: []string{"status"}, manifest: true,
-		short:   "Show each service's ready instances and applied size, and the probe's verdict",
-		missing: "the Kubernetes runtime has not landed yet"},
 	{path: []string{"net", "log"}, manifest: true,
 		short:   "Show what the environment's sidecar allowed, blocked and captured",
-		missing: "reading a sidecar in a running environment needs the Kubernetes runtime, which has not landed yet"},
+		missing: "it reads what the environment's sidecar decided, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
 	{path: []string{"inbox"}, manifest: true,
 		short:   "List, read and wait for requests and mail the sidecar captured",
-		missing: "reading a sidecar in a running environment needs the Kubernetes runtime, which has not landed yet"},
-	{path: []string{"webhook", "trigger"},
+		missing: "it reads what the environment's sidecar decided, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
+	{path: []string{"webhook", "trigger"}, manifest: true,
 		short:   "Send a signed pull_request webhook to the af GitHub App",
-		missing: "the GitHub App has not landed yet"},
+		missing: "it sends through the environment's sidecar and reads what it captured, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
 	{path: []string{"action"}, hidden: true, short: "Run as the GitHub Action", missing: "the GitHub Action has not landed yet"},
 	{path: []string{"app"}, hidden: true, short: "Run the GitHub App webhook server", missing: "the GitHub App has not landed yet"},
 }
@@ -99,8 +92,12 @@ func newLeaf(f *factory.Factory, s spec) *cobra.Command {
 		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		RunE: func(*cobra.Command, []string) error {
 			if s.manifest {
-				if _, err := f.ValidManifest(); err != nil {
+				m, err := f.ValidManifest()
+				if err != nil {
 					return err
+				}
+				if s.runtimeRefuses && m.Runtime.Provider == "kubernetes" {
+					return failure.Newf(failure.RuntimeCannot, "%s: the kubernetes runtime cannot do this yet: %s", name, s.missing)
 				}
 			}
 			return failure.Newf(failure.Unavailable, "%s is not available in this version: %s", name, s.missing)

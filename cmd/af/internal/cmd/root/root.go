@@ -11,10 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
 	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
+	"github.com/antifailure/af/cmd/af/internal/cmd/status"
+	"github.com/antifailure/af/cmd/af/internal/cmd/up"
 	"github.com/antifailure/af/cmd/af/internal/cmd/validate"
 	versioncmd "github.com/antifailure/af/cmd/af/internal/cmd/version"
 	"github.com/antifailure/af/cmd/af/internal/factory"
@@ -67,6 +70,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	pf.BoolVar(&opts.NoColor, "no-color", false, "no colour in output (also when NO_COLOR is set)")
 
 	cmd.AddCommand(validate.NewCmdValidate(f))
+	cmd.AddCommand(up.NewCmdUp(f), down.NewCmdDown(f), status.NewCmdStatus(f))
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
 	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))

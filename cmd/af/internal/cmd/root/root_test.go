@@ -157,9 +157,8 @@ func TestValidateUnreadable(t *testing.T) {
 func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
 	for _, args := range [][]string{
-		{"up"}, {"down"}, {"status"}, {"net", "log"}, {"inbox"}, {"webhook", "trigger"},
 		{"action"}, {"app"},
-		{"up", "--env", "x", "--wait"}, // flags of the future command are not mistaken for usage errors
+		{"action", "--event", "x"}, // flags of the future command are not mistaken for usage errors
 	} {
 		r := run(t, nil, "", append(args, "-f", path)...)
 		if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-001") || !strings.Contains(r.errOut, "af "+strings.Join(words(args), " ")+" is not available") {
@@ -169,15 +168,77 @@ func TestPendingCommandsSayUnavailable(t *testing.T) {
 			t.Errorf("af %v printed a result: %q", args, r.out)
 		}
 	}
-	j := run(t, nil, "", "up", "-f", path, "-o", "json")
-	var e struct{ Error struct{ Code string } }
-	if err := json.Unmarshal([]byte(j.out), &e); err != nil || e.Error.Code != "AF-RUN-001" || j.code != 1 {
-		t.Errorf("up -o json: %v %s", err, j.out)
+	// Commands that read the sidecar are refused by the kubernetes runtime, naming it.
+	for _, args := range [][]string{{"net", "log"}, {"inbox"}, {"webhook", "trigger"}} {
+		r := run(t, nil, "", append(args, "-f", path)...)
+		if r.code != 3 || !strings.Contains(r.errOut, "AF-RUN-044") || !strings.Contains(r.errOut, "the kubernetes runtime cannot") {
+			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
+		}
 	}
 	// A command that reads the manifest reports a bad one first.
 	bad := writeManifest(t, "name: x\n")
-	if r := run(t, nil, "", "up", "-f", bad); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-011") {
-		t.Errorf("up with bad manifest: exit %d %s", r.code, r.errOut)
+	if r := run(t, nil, "", "net", "log", "-f", bad); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-011") {
+		t.Errorf("net log with bad manifest: exit %d %s", r.code, r.errOut)
+	}
+}
+
+// TestRuntimeCommandsWithoutCluster runs up, down and status against a kubeconfig whose server
+// does not answer (a closed loopback port): each says which context it used and fails with
+// AF-RUN-002; input errors come first and touch nothing.
+func TestRuntimeCommandsWithoutCluster(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a port nothing listens on
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://`+addr+`", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: nowhere, context: {cluster: c, user: u}}]
+current-context: nowhere
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"KUBECONFIG": kubeconfig}
+	path := writeManifest(t, valid)
+	for _, args := range [][]string{{"up"}, {"down"}, {"status"}, {"up", "--pr", "7", "--repo", "acme/shop"}} {
+		r := run(t, env, "", append(args, "-f", path)...)
+		if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-002") || !strings.Contains(r.errOut, `using kubeconfig context "nowhere"`) {
+			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
+		}
+	}
+	j := run(t, env, "", "status", "-f", path, "-o", "json")
+	var e struct{ Error struct{ Code string } }
+	if err := json.Unmarshal([]byte(j.out), &e); err != nil || e.Error.Code != "AF-RUN-002" || j.code != 1 {
+		t.Errorf("status -o json: %v %s", err, j.out)
+	}
+	if r := run(t, env, "", "up", "-f", path, "--context", "elsewhere"); r.code != 1 || !strings.Contains(r.errOut, `context "elsewhere" (from --context) is not in the kubeconfig`) {
+		t.Errorf("unknown context: exit %d %s", r.code, r.errOut)
+	}
+
+	for _, c := range []struct {
+		name     string
+		manifest string
+		args     []string
+		code     int
+		want     string
+	}{
+		{"env and pr", valid, []string{"up", "--env", "a", "--pr", "3"}, 2, "AF-RUN-003"},
+		{"pr without repo", valid, []string{"down", "--pr", "3"}, 2, "AF-RUN-003"},
+		{"env not a label", valid, []string{"status", "--env", "Not_A_Label"}, 2, "AF-RUN-012"},
+		{"image syntax", valid, []string{"up", "--image", "web"}, 2, "AF-RUN-003"},
+		{"local runtime", strings.Replace(valid, "provider: kubernetes", "provider: local", 1), []string{"up"}, 1, "AF-RUN-001"},
+		{"container database", valid + "database: {provider: container}\n", []string{"up"}, 3, "AF-RUN-044"},
+		{"built without --image", strings.Replace(valid, "image: shop/web:1.0", "build: {context: .}", 1), []string{"up"}, 1, "AF-RUN-001"},
+		{"image for unknown service", valid, []string{"up", "--image", "db=x:1"}, 2, "AF-RUN-003"},
+	} {
+		r := run(t, env, "", append(c.args, "-f", writeManifest(t, c.manifest))...)
+		if r.code != c.code || !strings.Contains(r.errOut, c.want) || strings.Contains(r.errOut, "AF-RUN-002") {
+			t.Errorf("%s: exit %d, want %d and %s\n%s", c.name, r.code, c.code, c.want, r.errOut)
+		}
 	}
 }
 

@@ -1,0 +1,125 @@
+// Package up implements `af up`: bring an environment up and print its probe verdict, its
+// services and their URLs.
+package up
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/antifailure/af/cmd/af/internal/envtarget"
+	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// NewCmdUp returns `af up`.
+func NewCmdUp(f *factory.Factory) *cobra.Command {
+	var fl envtarget.Flags
+	var images []string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Bring an environment up: namespace, policies, sidecar, probe, services",
+		Long: `Creates or converges the environment for this manifest, in this order: its namespace
+(labelled dev.antifailure.managed=true), default-deny NetworkPolicies, the egress sidecar, the
+probe (which must find every route out denied before any application image runs), migrations,
+then the services behind the gate, waiting until every instance is ready. Running it again
+converges; it never creates duplicates.
+
+Images: services with image: run that image; services built from source need --image
+SERVICE=REF naming an image the cluster can pull (this build does not build or publish images).
+The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`,
+		Example: `  af up --env demo --image web=registry.local/web@sha256:...
+  af up --pr 42 --repo acme/shop -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := f.ValidManifest()
+			if err != nil {
+				return err
+			}
+			ref, err := fl.Ref(f, m)
+			if err != nil {
+				return err
+			}
+			imgs := map[string]string{}
+			for _, kv := range images {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" || v == "" {
+					return failure.Newf(failure.UsageInvalid, "--image %q: write SERVICE=REF", kv)
+				}
+				imgs[k] = v
+			}
+			rt, err := envtarget.Runtime(f, m)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Getenv: f.Getenv})
+			if err != nil {
+				if res != nil && res.Probe != nil && !f.IO.JSON() {
+					writeProbe(f.IO.Out, res.Probe)
+				}
+				return err
+			}
+			if f.IO.JSON() {
+				return f.WriteJSON(res)
+			}
+			Write(f.IO.Out, res)
+			f.Infof("environment %s is up in namespace %s (%s)", res.Environment, res.Namespace, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		},
+	}
+	fl.Add(cmd)
+	cmd.Flags().StringArrayVar(&images, "image", nil, "SERVICE=REF: the image a service runs (repeatable)")
+	return cmd
+}
+
+// Write prints an Up result: the probe's verdict, then each service.
+func Write(w io.Writer, res *afruntime.Result) {
+	writeProbe(w, res.Probe)
+	fmt.Fprintln(w)
+	WriteServices(w, res.Services)
+	if len(res.URLs) == 0 {
+		fmt.Fprintln(w, "\nno preview URL: the manifest sets no runtime.domain")
+	}
+	for svc, u := range res.URLs {
+		fmt.Fprintf(w, "%s: %s\n", svc, u)
+	}
+}
+
+func writeProbe(w io.Writer, p *gate.Result) {
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(w, "probe: %s (%d rounds, %.0f ms)\n", p.Verdict, p.Rounds, p.MS)
+	fmt.Fprintf(w, "  %-10s %-24s %-8s %8s  %s\n", "ROUTE", "TARGET", "RESULT", "MS", "DETAIL")
+	for _, a := range p.Routes {
+		fmt.Fprintf(w, "  %-10s %-24s %-8s %8.1f  %s\n", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
+	}
+	for _, a := range p.Escaped {
+		fmt.Fprintf(w, "  ESCAPED: %s to %s (%s)\n", a.Route, a.Target, a.Detail)
+	}
+}
+
+// WriteServices prints one line per service.
+func WriteServices(w io.Writer, ss []afruntime.ServiceStatus) {
+	fmt.Fprintf(w, "%-16s %-9s %-7s %-6s %-7s %s\n", "SERVICE", "STATE", "READY", "CPU", "MEMORY", "NOTE")
+	for _, s := range ss {
+		note := s.Reason
+		if s.ExitCode != nil {
+			note = strings.TrimSpace(fmt.Sprintf("exit %d %s", *s.ExitCode, s.Reason))
+		}
+		fmt.Fprintf(w, "%-16s %-9s %-7s %-6s %-7s %s\n", s.Name, s.State, fmt.Sprintf("%d/%d", s.Ready, s.Desired), dash(s.CPU), dash(s.Memory), note)
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,114 @@
+// Package envtarget is what af up, af down and af status share: the flags that name an
+// environment (--env, or --pr with --repo) and the runtime the manifest asks for, built with
+// the options af's own environment gives (engine image, gate targets).
+package envtarget
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/cmd/af/internal/iostreams"
+	"github.com/antifailure/af/envid"
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/kubernetes"
+	"github.com/antifailure/af/version"
+)
+
+// Flags name the environment.
+type Flags struct {
+	Env  string
+	PR   int
+	Repo string
+}
+
+// Add registers the flags on cmd.
+func (fl *Flags) Add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&fl.Env, "env", "", "the environment id (default: <repo>-pr-<n> with --pr, else the manifest's name)")
+	cmd.Flags().IntVar(&fl.PR, "pr", 0, "the pull request number; the id is <repo name>-pr-<n>")
+	cmd.Flags().StringVar(&fl.Repo, "repo", "", "the repository, OWNER/NAME (default: GITHUB_REPOSITORY)")
+}
+
+// Ref resolves the flags against the manifest into an environment reference.
+func (fl *Flags) Ref(f *factory.Factory, m *manifest.Manifest) (afruntime.Ref, error) {
+	repo := fl.Repo
+	if repo == "" {
+		repo = f.Getenv("GITHUB_REPOSITORY")
+	}
+	ref := afruntime.Ref{Manifest: m, Repository: repo}
+	var err error
+	switch {
+	case fl.Env != "" && fl.PR != 0:
+		return ref, failure.Newf(failure.UsageInvalid, "--env and --pr name the environment twice: give one")
+	case fl.Env != "":
+		ref.ID, err = envid.ForName(fl.Env)
+		if err == nil && ref.ID != fl.Env {
+			return ref, failure.Newf(failure.NameInvalid, "--env %q is not an environment id (a DNS label); %q would be", fl.Env, ref.ID)
+		}
+	case fl.PR != 0:
+		if repo == "" {
+			return ref, failure.Newf(failure.UsageInvalid, "--pr needs the repository: --repo OWNER/NAME or GITHUB_REPOSITORY")
+		}
+		ref.ID, err = envid.ForPullRequest(repo, fl.PR)
+	default:
+		ref.ID, err = envid.ForName(m.Name)
+	}
+	return ref, err
+}
+
+// gateVars are the variables that point the gate's and the probe's routes elsewhere; af up
+// passes the ones set in its own environment to every gate and probe.
+var gateVars = []string{
+	"AF_GATE_PUBLIC_TCP", "AF_GATE_PUBLIC_DNS", "AF_GATE_METADATA", "AF_GATE_APISERVER",
+	"AF_GATE_PUBLIC_TCP6", "AF_GATE_PUBLIC_DNS6", "AF_GATE_METADATA6", "AF_GATE_IPV6",
+	"AF_GATE_ROUNDS", "AF_GATE_TIMEOUT", "AF_GATE_INTERVAL", "AF_GATE_DEADLINE",
+}
+
+// Runtime returns the runtime the manifest asks for.
+func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error) {
+	switch m.Runtime.Provider {
+	case kubernetes.Name:
+	case "local":
+		return nil, failure.Newf(failure.Unavailable, "runtime.provider local is not available in this version: only the kubernetes runtime has landed")
+	default:
+		return nil, failure.Newf(failure.RuntimeCannot, "unknown runtime.provider %q", m.Runtime.Provider)
+	}
+	info := version.Get(f.Getenv)
+	gateEnv := map[string]string{}
+	for _, k := range gateVars {
+		if v := f.Getenv(k); v != "" {
+			gateEnv[k] = v
+		}
+	}
+	o := kubernetes.Options{
+		Kubeconfig: f.Getenv("KUBECONFIG"),
+		Context:    f.Options.Context,
+		ProxyImage: info.EngineImage,
+		GateEnv:    gateEnv,
+		Progress:   Progress(f),
+	}
+	if v := f.Getenv("AF_CLUSTER_RESOLVER"); v != "" {
+		o.Resolver = v
+	}
+	if info.EngineImage != version.LocalEngineImage {
+		o.Progress.Printf("engine image (sidecar, gate, probe): %s, from AF_PROXY_IMAGE", info.EngineImage)
+	} else {
+		o.Progress.Printf("engine image (sidecar, gate, probe): %s, this build's own (the cluster must have it: make engine-image)", info.EngineImage)
+	}
+	return kubernetes.New(o), nil
+}
+
+// Progress writes the runtime's progress to the error stream, also with -o json (standard
+// output stays the result alone), and not at all with -q.
+func Progress(f *factory.Factory) afruntime.Progress {
+	return func(format string, args ...any) {
+		if f.IO.Quiet() {
+			return
+		}
+		fmt.Fprintf(f.IO.ErrOut, "%s %s\n", f.IO.Color(iostreams.Cyan, "af:"), strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+	}
+}

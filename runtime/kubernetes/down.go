@@ -1,0 +1,282 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// Down deletes the environment's namespace, only when af made it, and waits until it is gone.
+func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) error {
+	t, err := r.resolve(ctx, ref)
+	if err != nil {
+		return err
+	}
+	nss := t.c.cs.CoreV1().Namespaces()
+	ns, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		r.opts.Progress.Printf("namespace %s does not exist: nothing to remove", t.ns)
+		return nil
+	}
+	if err != nil {
+		return apiError(t.c, "reading namespace "+t.ns, err)
+	}
+	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
+		return err
+	}
+	if ns.DeletionTimestamp == nil {
+		bg := metav1.DeletePropagationBackground
+		uid := ns.UID
+		err := nss.Delete(ctx, t.ns, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return apiError(t.c, "deleting namespace "+t.ns, err)
+		}
+		r.opts.Progress.Printf("namespace %s: deleting", t.ns)
+	} else {
+		r.opts.Progress.Printf("namespace %s: already being deleted, waiting", t.ns)
+	}
+	var last *corev1.Namespace
+	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
+		r.opts.Progress.Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
+	})
+	defer stop()
+	err = poll(ctx, r.opts.DownTimeout, func() (bool, error) {
+		n, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, apiError(t.c, "reading namespace "+t.ns, err)
+		}
+		if n.UID != ns.UID {
+			return true, nil // gone, and made again by someone else meanwhile
+		}
+		last = n
+		return false, nil
+	})
+	if errors.Is(err, errTimeout) {
+		what := strings.TrimPrefix(holding(last), ": ")
+		if what == "" {
+			what = "the namespace controller has not finished; no finalizer is named on it yet"
+		}
+		return failure.Newf(failure.TeardownIncomplete, "namespace %s was still terminating after %s: %s", t.ns, r.opts.DownTimeout, what)
+	}
+	if err != nil {
+		return err
+	}
+	r.opts.Progress.Printf("namespace %s: gone", t.ns)
+	return nil
+}
+
+// holding says what keeps a terminating namespace: its own finalizers and what the namespace
+// controller reports in its conditions (content with finalizers, content remaining).
+func holding(ns *corev1.Namespace) string {
+	if ns == nil {
+		return ""
+	}
+	var parts []string
+	for _, c := range ns.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case corev1.NamespaceFinalizersRemaining, corev1.NamespaceContentRemaining,
+			corev1.NamespaceDeletionContentFailure, corev1.NamespaceDeletionDiscoveryFailure, corev1.NamespaceDeletionGVParsingFailure:
+			parts = append(parts, c.Message)
+		}
+	}
+	var fins []string
+	for _, f := range ns.Spec.Finalizers {
+		fins = append(fins, string(f))
+	}
+	fins = append(fins, ns.Finalizers...)
+	if len(fins) > 0 && len(parts) == 0 {
+		parts = append(parts, "finalizers on the namespace: "+strings.Join(fins, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+// Status reports each service's ready and desired instances, the size read off the running
+// pods, the last exit code of a failed one, and the environment's probe verdict.
+func (r *Runtime) Status(ctx context.Context, ref afruntime.Ref) (*afruntime.Status, error) {
+	t, err := r.resolve(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	st := &afruntime.Status{Environment: t.id, Namespace: t.ns, Services: []afruntime.ServiceStatus{}}
+	ns, err := t.c.cs.CoreV1().Namespaces().Get(ctx, t.ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, apiError(t.c, "reading namespace "+t.ns, err)
+	}
+	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
+		return nil, err
+	}
+	st.Exists = true
+	st.Repository = ns.Annotations[AnnotationRepository]
+	if v, err := time.Parse(time.RFC3339, ns.Annotations[AnnotationExpiresAt]); err == nil {
+		st.ExpiresAt = &v
+	}
+	if v := ns.Annotations[AnnotationProbe]; v != "" {
+		var res gate.Result
+		if json.Unmarshal([]byte(v), &res) == nil {
+			st.Probe = &res
+		}
+	}
+	deps, err := t.c.cs.AppsV1().Deployments(t.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+	if err != nil {
+		return nil, apiError(t.c, "listing deployments", err)
+	}
+	pods, err := t.c.cs.CoreV1().Pods(t.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+	if err != nil {
+		return nil, apiError(t.c, "listing pods", err)
+	}
+	seen := map[string]bool{}
+	for _, d := range deps.Items {
+		name := d.Labels[LabelService]
+		seen[name] = true
+		s := afruntime.ServiceStatus{Name: name, Ready: int(d.Status.ReadyReplicas)}
+		if d.Spec.Replicas != nil {
+			s.Desired = int(*d.Spec.Replicas)
+		}
+		sel := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if !sel.Matches(labels.Set(pod.Labels)) || pod.DeletionTimestamp != nil {
+				continue
+			}
+			readSize(&s, pod, name)
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.Name != name {
+					continue
+				}
+				term := cs.State.Terminated
+				if term == nil {
+					term = cs.LastTerminationState.Terminated
+				}
+				if term != nil {
+					code := int(term.ExitCode)
+					s.ExitCode = &code
+					s.Reason = term.Reason
+				}
+				if w := cs.State.Waiting; w != nil && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+					s.Reason = w.Reason
+				}
+			}
+		}
+		switch {
+		case s.Desired > 0 && s.Ready == s.Desired:
+			s.State = afruntime.StateRunning
+		case s.ExitCode != nil && *s.ExitCode != 0 || s.Reason == "CrashLoopBackOff" || strings.Contains(s.Reason, "Image"):
+			s.State = afruntime.StateFailed
+		default:
+			s.State = afruntime.StateStarting
+		}
+		st.Services = append(st.Services, s)
+	}
+	for name := range ref.Manifest.Services {
+		if !seen[name] {
+			st.Services = append(st.Services, afruntime.ServiceStatus{Name: name, State: afruntime.StateAbsent})
+		}
+	}
+	sort.Slice(st.Services, func(i, j int) bool { return st.Services[i].Name < st.Services[j].Name })
+	return st, nil
+}
+
+// readSize takes the size of a running pod's service container: what the cluster runs, not
+// what af sent.
+func readSize(s *afruntime.ServiceStatus, pod *corev1.Pod, container string) {
+	if pod.Status.Phase != corev1.PodRunning {
+		return
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+			s.CPU = q.String()
+		}
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
+			s.Memory = q.String()
+		}
+	}
+}
+
+// Inventory lists every managed namespace and the objects af made in it.
+func (r *Runtime) Inventory(ctx context.Context) ([]afruntime.Resource, error) {
+	c, err := r.connect(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	nss, err := c.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelManaged + "=true"})
+	if err != nil {
+		return nil, apiError(c, "listing namespaces", err)
+	}
+	var out []afruntime.Resource
+	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=af"}
+	for _, ns := range nss.Items {
+		env := ns.Labels[LabelEnvironment]
+		out = append(out, afruntime.Resource{Kind: "Namespace", Name: ns.Name, Environment: env})
+		add := func(kind string, names []string) {
+			for _, n := range names {
+				out = append(out, afruntime.Resource{Kind: kind, Namespace: ns.Name, Name: n, Environment: env})
+			}
+		}
+		if l, err := c.cs.NetworkingV1().NetworkPolicies(ns.Name).List(ctx, sel); err == nil {
+			add("NetworkPolicy", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing policies in "+ns.Name, err)
+		}
+		if l, err := c.cs.AppsV1().Deployments(ns.Name).List(ctx, sel); err == nil {
+			add("Deployment", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing deployments in "+ns.Name, err)
+		}
+		if l, err := c.cs.CoreV1().Services(ns.Name).List(ctx, sel); err == nil {
+			add("Service", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing services in "+ns.Name, err)
+		}
+		if l, err := c.cs.CoreV1().Secrets(ns.Name).List(ctx, sel); err == nil {
+			add("Secret", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing secrets in "+ns.Name, err)
+		}
+		if l, err := c.cs.BatchV1().Jobs(ns.Name).List(ctx, sel); err == nil {
+			add("Job", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing jobs in "+ns.Name, err)
+		}
+		if l, err := c.cs.CoreV1().Pods(ns.Name).List(ctx, sel); err == nil {
+			add("Pod", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
+		} else {
+			return nil, apiError(c, "listing pods in "+ns.Name, err)
+		}
+	}
+	return out, nil
+}
+
+func namesOf(n int, name func(int) string) []string {
+	out := make([]string, n)
+	for i := range n {
+		out[i] = name(i)
+	}
+	return out
+}

@@ -1,0 +1,290 @@
+// Package kubernetes is af's Kubernetes runtime: one namespace per environment, default-deny
+// NetworkPolicies, one egress sidecar that is the only way out and the only resolver, a probe
+// that proves the cluster enforces the policies before any application image runs, and the
+// services behind the gate. Everything goes through client-go, objects by server-side apply
+// with field manager "af", and every wait reports progress and honours cancellation.
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/antifailure/af/envid"
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// Name is the runtime's name in the manifest.
+const Name = "kubernetes"
+
+// FieldManager is the server-side apply field manager of every object af writes.
+const FieldManager = "af"
+
+// Options configure the runtime.
+type Options struct {
+	// Kubeconfig is the kubeconfig path list (as KUBECONFIG writes it); empty uses
+	// ~/.kube/config.
+	Kubeconfig string
+	// Context is --context: used when the manifest names no runtime.kubeconfig_context.
+	Context string
+	// ProxyImage is the engine image run as the sidecar, the gate and the probe.
+	ProxyImage string
+	// GateEnv is passed to every gate and to the probe: the AF_GATE_* variables that point
+	// their routes at other targets (tests point them at a fake internet).
+	GateEnv map[string]string
+	// ClusterDomain is the cluster's DNS domain (default cluster.local).
+	ClusterDomain string
+	// IPv6 adds the IPv6 half of the sidecar's egress policy and the gate's IPv6 routes.
+	IPv6 bool
+	// Resolver is the cluster resolver's Service, namespace/name (default kube-system/kube-dns).
+	Resolver string
+	// IngressController names the ingress controller's pods, let in to web services when the
+	// manifest sets a domain.
+	IngressController *IngressController
+	// Timeouts; zero uses the defaults.
+	SidecarTimeout, ProbeTimeout, MigrationTimeout, ReadyTimeout, DownTimeout time.Duration
+	// Progress receives what the runtime is doing.
+	Progress afruntime.Progress
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// IngressController locates the ingress controller's pods.
+type IngressController struct {
+	Namespace string
+	Labels    map[string]string
+}
+
+// Runtime is the Kubernetes runtime.
+type Runtime struct {
+	opts Options
+
+	mu      sync.Mutex
+	clients map[string]*client
+}
+
+var _ afruntime.Runtime = (*Runtime)(nil)
+
+type client struct {
+	cs      kubernetes.Interface
+	context string
+	server  string
+}
+
+// New returns the runtime. It does not contact the cluster until it is used.
+func New(o Options) *Runtime {
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = "cluster.local"
+	}
+	if o.Resolver == "" {
+		o.Resolver = "kube-system/kube-dns"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.SidecarTimeout, 3*time.Minute)
+	def(&o.ProbeTimeout, 3*time.Minute)
+	def(&o.MigrationTimeout, 10*time.Minute)
+	def(&o.ReadyTimeout, 5*time.Minute)
+	def(&o.DownTimeout, 3*time.Minute)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Runtime{opts: o, clients: map[string]*client{}}
+}
+
+// Name returns "kubernetes".
+func (r *Runtime) Name() string { return Name }
+
+// Capabilities of the Kubernetes runtime. Preview URLs come with the ingress work; the
+// sidecar's log and inbox need a port-forward that is not built yet.
+func (r *Runtime) Capabilities() afruntime.Capabilities {
+	return afruntime.Capabilities{Replicas: true, Resources: true, Migrations: true}
+}
+
+// contextFor picks the kubeconfig context: the manifest's, else --context, else current.
+func (r *Runtime) contextFor(m *manifest.Manifest) (name, from string) {
+	if m != nil && m.Runtime.KubeconfigContext != "" {
+		return m.Runtime.KubeconfigContext, "runtime.kubeconfig_context"
+	}
+	if r.opts.Context != "" {
+		return r.opts.Context, "--context"
+	}
+	return "", "the kubeconfig's current context"
+}
+
+// connect returns a client for the manifest's context, saying which context it uses.
+func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, error) {
+	want, from := r.contextFor(m)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[want]; ok {
+		return c, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if r.opts.Kubeconfig != "" {
+		rules.Precedence = filepath.SplitList(r.opts.Kubeconfig)
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: want})
+	raw, err := cc.RawConfig()
+	if err != nil {
+		return nil, failure.New(failure.ClusterUnreachable, "reading the kubeconfig: "+err.Error(), err)
+	}
+	name := want
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	if name == "" {
+		return nil, failure.Newf(failure.ClusterUnreachable, "the kubeconfig (%s) has no current context and none was named", kubeconfigPath(rules)).
+			WithHint("Name one with --context or runtime.kubeconfig_context.")
+	}
+	if _, ok := raw.Contexts[name]; !ok {
+		return nil, failure.Newf(failure.ClusterUnreachable, "context %q (from %s) is not in the kubeconfig (%s); it has: %s",
+			name, from, kubeconfigPath(rules), strings.Join(sortedKeys(raw.Contexts), ", "))
+	}
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
+	}
+	cfg.UserAgent = "af"
+	cfg.QPS, cfg.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
+	}
+	r.opts.Progress.Printf("using kubeconfig context %q (from %s), API server %s", name, from, cfg.Host)
+	c := &client{cs: cs, context: name, server: cfg.Host}
+	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		return nil, apiError(c, "reaching the API server", err)
+	}
+	r.clients[want] = c
+	return c, nil
+}
+
+func kubeconfigPath(rules *clientcmd.ClientConfigLoadingRules) string {
+	if rules.ExplicitPath != "" {
+		return rules.ExplicitPath
+	}
+	return strings.Join(rules.Precedence, ":")
+}
+
+// apiError turns a failed API call into the catalogue's words: unreachable or refused
+// credentials are AF-RUN-002; anything else is wrapped with what af was doing.
+func apiError(c *client, doing string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if failure.As(err) != nil {
+		return err
+	}
+	var uerr *url.Error
+	var nerr net.Error
+	switch {
+	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err) && strings.Contains(doing, "reaching"):
+		return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s (context %q, %s): the server refused the credentials: %v", doing, c.context, c.server, err), err)
+	case errors.As(err, &uerr), errors.As(err, &nerr):
+		return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s (context %q, %s): %v", doing, c.context, c.server, err), err)
+	case apierrors.IsForbidden(err):
+		return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s: the identity of context %q may not do this: %v", doing, c.context, err), err).
+			WithHint("af needs to create namespaces and, inside them, NetworkPolicies, Secrets, Services, Deployments, Jobs and Pods, and to read pod logs.")
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// target is an environment resolved to its namespace.
+type target struct {
+	id, ns string
+	m      *manifest.Manifest
+	c      *client
+}
+
+func (r *Runtime) resolve(ctx context.Context, ref afruntime.Ref) (*target, error) {
+	if ref.ID == "" {
+		return nil, failure.Newf(failure.NameInvalid, "no environment id given")
+	}
+	if ref.Manifest == nil {
+		return nil, failure.Newf(failure.UsageInvalid, "no manifest given for environment %q", ref.ID)
+	}
+	if p := ref.Manifest.Runtime.Provider; p != "" && p != Name {
+		return nil, failure.Newf(failure.RuntimeCannot, "the manifest asks for the %q runtime, this is the %s runtime", p, Name)
+	}
+	ns, err := envid.Namespace(ref.Manifest.Runtime.NamespacePrefix, ref.ID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.connect(ctx, ref.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	return &target{id: ref.ID, ns: ns, m: ref.Manifest, c: c}, nil
+}
+
+// owned reports whether the namespace is af's and this repository's, as an error when not.
+func owned(ns *metav1.ObjectMeta, repository string) error {
+	if ns.Labels[LabelManaged] != "true" {
+		return failure.Newf(failure.NamespaceNotOurs, "namespace %q exists without the label %s=true; af did not create it and left it untouched", ns.Name, LabelManaged)
+	}
+	if have := ns.Annotations[AnnotationRepository]; repository != "" && have != "" && !strings.EqualFold(have, repository) {
+		return failure.Newf(failure.NamespaceNotOurs, "namespace %q belongs to an environment of repository %s, not %s; af left it untouched", ns.Name, have, repository).
+			WithHint("Two repositories with the same name share environment ids under one namespace prefix: give one of them another runtime.namespace_prefix.")
+	}
+	return nil
+}
+
+// repoLabel makes OWNER/NAME into a label value (the exact form is in an annotation).
+func repoLabel(repo string) string {
+	v := strings.ToLower(strings.NewReplacer("/", ".").Replace(repo))
+	var b strings.Builder
+	for _, r := range v {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' {
+			b.WriteRune(r)
+		}
+	}
+	v = b.String()
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return strings.Trim(v, "-._")
+}
+
+// progressTicker calls report every interval until stop is called: the heartbeat of a wait.
+func progressTicker(ctx context.Context, every time.Duration, report func(elapsed time.Duration)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				report(time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func joinSorted(s []string) string {
+	sort.Strings(s)
+	return strings.Join(s, ", ")
+}

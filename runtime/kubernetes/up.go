@@ -1,0 +1,411 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+	sidecarconfig "github.com/antifailure/af/sidecar/config"
+)
+
+// Up brings the environment up, in the order the design fixes: refuse what cannot work,
+// namespace, policies, sidecar, probe, migrations, services, readiness.
+func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Result, error) {
+	if err := r.refuse(spec); err != nil {
+		return nil, err
+	}
+	images, err := imagesFor(spec)
+	if err != nil {
+		return nil, err
+	}
+	var dbURL string
+	if db := spec.Manifest.Database; db != nil && db.Provider == "url" {
+		if spec.Getenv != nil {
+			dbURL = spec.Getenv(db.URLFrom)
+		}
+		if dbURL == "" {
+			return nil, failure.Newf(failure.ManifestInvalid, "database.url_from names %s, which is not set in af's environment", db.URLFrom).
+				WithHint("Set it (in CI, from a secret) before running af up.")
+		}
+	}
+	if r.opts.ProxyImage == "" {
+		return nil, failure.Newf(failure.UsageInvalid, "no engine image for the sidecar, the gate and the probe")
+	}
+
+	t, err := r.resolve(ctx, spec.Ref)
+	if err != nil {
+		return nil, err
+	}
+	res := &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
+	phase := func(name string, start time.Time) {
+		res.Phases = append(res.Phases, afruntime.Phase{Name: name, Elapsed: time.Since(start)})
+	}
+	p := r.opts.Progress
+
+	start := time.Now()
+	if err := r.ensureNamespace(ctx, t, spec); err != nil {
+		return nil, err
+	}
+	resolver, err := r.resolver(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	e := &env{
+		ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: r.opts.ProxyImage,
+		GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
+		HasDatabase: dbURL != "",
+	}
+	if t.m.Runtime.Domain != "" && r.opts.IngressController != nil {
+		e.IngressFrom = r.opts.IngressController
+	}
+	for _, np := range e.policies() {
+		if _, err := apply(ctx, t.c, t.c.cs.NetworkingV1().NetworkPolicies(t.ns), "networking.k8s.io/v1", "NetworkPolicy", np.Name, np); err != nil {
+			return nil, err
+		}
+	}
+	p.Printf("namespace %s: %d NetworkPolicies (deny all; services to the sidecar and each other only)", t.ns, len(e.policies()))
+	phase("namespace and policies", start)
+
+	start = time.Now()
+	if err := r.startSidecar(ctx, t, e, dbURL); err != nil {
+		return nil, err
+	}
+	phase("sidecar", start)
+
+	start = time.Now()
+	verdict, err := r.probe(ctx, t, e)
+	res.Probe = verdict
+	phase("probe", start)
+	if err != nil {
+		return res, err
+	}
+
+	start = time.Now()
+	for _, name := range manifest.StartOrder(t.m.Services) {
+		s := t.m.Services[name]
+		if !s.Migrate.IsZero() {
+			if err := r.migrate(ctx, t, e, name, s); err != nil {
+				return res, err
+			}
+		}
+		if err := r.startService(ctx, t, e, name, s); err != nil {
+			return res, err
+		}
+	}
+	phase("services", start)
+	st, err := r.Status(ctx, spec.Ref)
+	if err != nil {
+		return res, err
+	}
+	res.Services = st.Services
+	return res, nil
+}
+
+// refuse checks what this runtime cannot do, before anything touches the cluster.
+func (r *Runtime) refuse(spec afruntime.Spec) error {
+	m := spec.Manifest
+	if m == nil {
+		return failure.Newf(failure.UsageInvalid, "no manifest given")
+	}
+	if spec.ID == "" {
+		return failure.Newf(failure.NameInvalid, "no environment id given")
+	}
+	if m.Database != nil && m.Database.Provider == "container" {
+		return failure.Newf(failure.RuntimeCannot, "database.provider container: the %s runtime cannot route from the cluster to containers on this machine", Name).
+			WithHint("Use provider: url with a database the environment can reach (and a cidr allow rule for its address when it is private).")
+	}
+	if len(m.Services) == 0 {
+		return failure.Newf(failure.ManifestInvalid, "the manifest has no services")
+	}
+	for _, name := range sortedKeys(m.Services) {
+		for _, d := range m.Services[name].DependsOn {
+			if _, ok := m.Services[d]; !ok {
+				return failure.Newf(failure.DependencyMissing, "service %q depends on %q, which the manifest does not define", name, d)
+			}
+			if d == name {
+				return failure.Newf(failure.DependencyCycle, "service %q depends on itself", name)
+			}
+		}
+	}
+	if cycles := manifest.Cycles(m.Services); len(cycles) > 0 {
+		var paths []string
+		for _, c := range cycles {
+			paths = append(paths, strings.Join(c, " -> "))
+		}
+		return failure.Newf(failure.DependencyCycle, "services depend on each other in a cycle: %s", strings.Join(paths, "; "))
+	}
+	return nil
+}
+
+// imagesFor returns every service's image: the one given for it, else the manifest's image:.
+func imagesFor(spec afruntime.Spec) (map[string]string, error) {
+	out := map[string]string{}
+	var missing []string
+	for _, name := range sortedKeys(spec.Manifest.Services) {
+		s := spec.Manifest.Services[name]
+		switch {
+		case spec.Images[name] != "":
+			out[name] = spec.Images[name]
+		case s.Image != "":
+			out[name] = s.Image
+		default:
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, failure.Newf(failure.Unavailable, "services %s are built from source, and this build of af cannot build and publish images yet", strings.Join(missing, ", ")).
+			WithHint("Build them yourself, make them pullable by the cluster, and pass --image SERVICE=REF for each.")
+	}
+	for name := range spec.Images {
+		if _, ok := spec.Manifest.Services[name]; !ok {
+			return nil, failure.Newf(failure.UsageInvalid, "an image was given for %q, which the manifest does not define", name)
+		}
+	}
+	return out, nil
+}
+
+// ensureNamespace creates the namespace with its labels in one call, or reuses it when af made
+// it for this repository; anything else is refused untouched.
+func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime.Spec) error {
+	nss := t.c.cs.CoreV1().Namespaces()
+	for attempt := 0; ; attempt++ {
+		ns, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
+		if err == nil {
+			if err := owned(&ns.ObjectMeta, spec.Repository); err != nil {
+				return err
+			}
+			if ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
+				return failure.Newf(failure.StillTerminating, "namespace %s is being deleted (since %s)", t.ns, ns.DeletionTimestamp.Format(time.RFC3339))
+			}
+			r.opts.Progress.Printf("namespace %s exists and is af's: reusing it", t.ns)
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return apiError(t.c, "reading namespace "+t.ns, err)
+		}
+		labels := map[string]string{LabelManaged: "true", LabelEnvironment: t.id, LabelManagedBy: "af"}
+		ann := map[string]string{}
+		if spec.Repository != "" {
+			ann[AnnotationRepository] = spec.Repository
+			if v := repoLabel(spec.Repository); v != "" {
+				labels[LabelRepository] = v
+			}
+		}
+		if spec.PullRequest > 0 {
+			labels[LabelPullRequest] = strconv.Itoa(spec.PullRequest)
+		}
+		if ttl, err := t.m.Runtime.TTL.Value(); err == nil && ttl > 0 {
+			exp := r.opts.Now().Add(ttl).UTC().Truncate(time.Second)
+			labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
+			ann[AnnotationExpiresAt] = exp.Format(time.RFC3339)
+		}
+		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.ns, Labels: labels, Annotations: ann}}, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) && attempt == 0 {
+			continue // created meanwhile: judge it like any existing one
+		}
+		if err != nil {
+			return apiError(t.c, "creating namespace "+t.ns, err)
+		}
+		r.opts.Progress.Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
+		return nil
+	}
+}
+
+// resolver finds the cluster resolver's Service and the pods behind it.
+func (r *Runtime) resolver(ctx context.Context, t *target) (resolverRef, error) {
+	ns, name, _ := strings.Cut(r.opts.Resolver, "/")
+	svc, err := t.c.cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return resolverRef{}, failure.Newf(failure.ClusterLacks, "no cluster DNS Service %s/%s: the sidecar asks it about the environment's own names", ns, name).
+			WithHint("Point af at the cluster's DNS Service (Options.Resolver, namespace/name).")
+	}
+	if err != nil {
+		return resolverRef{}, apiError(t.c, "reading the cluster DNS Service "+r.opts.Resolver, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Selector) == 0 {
+		return resolverRef{}, failure.Newf(failure.ClusterLacks, "the cluster DNS Service %s/%s has no cluster address or no selector", ns, name)
+	}
+	return resolverRef{Addr: net.JoinHostPort(svc.Spec.ClusterIP, "53"), Namespace: ns, Selector: svc.Spec.Selector}, nil
+}
+
+// startSidecar writes the sidecar's Service, configuration and Deployment and waits for it.
+func (r *Runtime) startSidecar(ctx context.Context, t *target, e *env, dbURL string) error {
+	svc, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", SidecarName, e.sidecarService())
+	if err != nil {
+		return err
+	}
+	e.SidecarIP = svc.Spec.ClusterIP
+	cfg := sidecarconfig.Config{
+		Environment:     t.id,
+		Namespace:       t.ns,
+		ClusterDomain:   r.opts.ClusterDomain,
+		Services:        sortedKeys(t.m.Services),
+		ClusterResolver: e.Resolver.Addr,
+		AdvertiseIPv4:   e.SidecarIP,
+		Egress:          t.m.Egress,
+	}
+	if _, err := cfg.Resolve(); err != nil {
+		return failure.New(failure.SidecarConfigInvalid, err.Error(), err)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encoding the sidecar configuration: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: meta(SidecarConfigName, t.ns, e.labels(RoleSidecar, "")),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{sidecarConfigFile: data},
+	}
+	if _, err := apply(ctx, t.c, t.c.cs.CoreV1().Secrets(t.ns), "v1", "Secret", secret.Name, secret); err != nil {
+		return err
+	}
+	if dbURL != "" {
+		db := &corev1.Secret{
+			ObjectMeta: meta(DatabaseSecret, t.ns, e.labels("database", "")),
+			Type:       corev1.SecretTypeOpaque,
+			Data:       map[string][]byte{"url": []byte(dbURL)},
+		}
+		if _, err := apply(ctx, t.c, t.c.cs.CoreV1().Secrets(t.ns), "v1", "Secret", db.Name, db); err != nil {
+			return err
+		}
+	}
+	d := e.sidecarDeployment(specHash(data))
+	if _, err := apply(ctx, t.c, t.c.cs.AppsV1().Deployments(t.ns), "apps/v1", "Deployment", d.Name, d); err != nil {
+		return err
+	}
+	r.opts.Progress.Printf("sidecar %s at %s (image %s): waiting until it is ready", SidecarName, e.SidecarIP, e.ProxyImage)
+	return r.waitDeployment(ctx, t, SidecarName, 1, r.opts.SidecarTimeout)
+}
+
+// probe runs the probe pod, reads its verdict, records it on the namespace and deletes the pod,
+// in every case.
+func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, error) {
+	pods := t.c.cs.CoreV1().Pods(t.ns)
+	if err := r.deletePod(ctx, t, ProbeName); err != nil {
+		return nil, err
+	}
+	if _, err := pods.Create(ctx, e.probePod(), metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		return nil, apiError(t.c, "creating the probe pod", err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := r.deletePod(c, t, ProbeName); err != nil {
+			r.opts.Progress.Printf("could not delete the probe pod: %v", err)
+		}
+	}()
+	r.opts.Progress.Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server)")
+	pod, err := r.waitPodDone(ctx, t, ProbeName, r.opts.ProbeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	logs, _ := r.podLog(ctx, t, ProbeName, "probe", false, 200)
+	res, found := gate.ParseVerdict(logs)
+	if !found {
+		reason := "the probe printed no verdict"
+		if cs := terminated(pod, "probe"); cs != nil {
+			reason += fmt.Sprintf(" (exit %d, %s)", cs.ExitCode, cs.Reason)
+		}
+		return nil, failure.Newf(failure.NotContained, "%s; last lines:\n%s", reason, indent(lastLines(logs, 10))).
+			WithHint("`af down` removes the namespace and its policies.")
+	}
+	r.recordProbe(ctx, t, &res)
+	for _, a := range res.Routes {
+		r.opts.Progress.Printf("probe: %-9s %-22s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
+	}
+	switch res.Verdict {
+	case gate.Contained:
+		r.opts.Progress.Printf("probe: contained (every route denied in %d rounds, %.0f ms)", res.Rounds, res.MS)
+		return &res, nil
+	case gate.Escape:
+		var routes []string
+		for _, a := range res.Escaped {
+			routes = append(routes, fmt.Sprintf("%s (%s)", a.Route, a.Target))
+		}
+		return &res, failure.Newf(failure.NotContained, "the probe got out of namespace %s by %s; no service image was run", t.ns, strings.Join(routes, ", ")).
+			WithHint("The namespace and its policies remain: `af down` removes them.")
+	default:
+		return &res, failure.Newf(failure.NotContained, "the probe could not observe containment in namespace %s: %s; no service image was run", t.ns, res.Reason).
+			WithHint("The namespace and its policies remain: `af down` removes them.")
+	}
+}
+
+func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationProbe: string(data)}}})
+	if _, err := t.c.cs.CoreV1().Namespaces().Patch(ctx, t.ns, "application/merge-patch+json", patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		r.opts.Progress.Printf("could not record the probe verdict on namespace %s: %v", t.ns, err)
+	}
+}
+
+// migrate runs a service's migration Job once and waits for it; a Job that already succeeded
+// with the same spec is not run again, one that failed is replaced.
+func (r *Runtime) migrate(ctx context.Context, t *target, e *env, name string, s *manifest.Service) error {
+	job := e.migrationJob(name, s)
+	jobs := t.c.cs.BatchV1().Jobs(t.ns)
+	if old, err := jobs.Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
+		switch {
+		case jobDone(old, "Complete"):
+			r.opts.Progress.Printf("migration of %s: already succeeded (job %s), not run again", name, job.Name)
+			return nil
+		case jobDone(old, "Failed"):
+			r.opts.Progress.Printf("migration of %s: job %s failed before; running it again", name, job.Name)
+			if err := r.deleteJob(ctx, t, job.Name); err != nil {
+				return err
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return apiError(t.c, "reading job "+job.Name, err)
+	}
+	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return apiError(t.c, "creating job "+job.Name, err)
+	}
+	r.opts.Progress.Printf("migration of %s: job %s running %s", name, job.Name, strings.Join(s.Migrate.Argv(), " "))
+	return r.waitJob(ctx, t, name, job.Name, r.opts.MigrationTimeout)
+}
+
+// startService applies a service's Deployment and Service and waits for every instance.
+func (r *Runtime) startService(ctx context.Context, t *target, e *env, name string, s *manifest.Service) error {
+	d := e.deployment(name, s)
+	if _, err := apply(ctx, t.c, t.c.cs.AppsV1().Deployments(t.ns), "apps/v1", "Deployment", name, d); err != nil {
+		return err
+	}
+	if svc := e.service(name, s); svc != nil {
+		if _, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", name, svc); err != nil {
+			return err
+		}
+	}
+	r.opts.Progress.Printf("service %s: %d instance(s) of %s, waiting until all are ready", name, *d.Spec.Replicas, e.Images[name])
+	return r.waitDeployment(ctx, t, name, int(*d.Spec.Replicas), r.opts.ReadyTimeout)
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (no output)"
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,147 @@
+// Package runtime is the seam between af's commands and the places environments run: the
+// Runtime interface every runtime implements (Kubernetes now, a local one perhaps later), the
+// Spec an environment is brought up from, the Status and inventory a runtime reports, and the
+// progress events it emits while it waits.
+//
+// The consumers (the CLI, the GitHub action, the App, the conformance suite) hold a Runtime and
+// never know which one it is; what a runtime can and cannot do is in its Capabilities.
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/manifest"
+)
+
+// Runtime places environments somewhere and removes them again.
+type Runtime interface {
+	// Name is the runtime's name as the manifest writes it ("kubernetes").
+	Name() string
+	// Capabilities says what this runtime provides.
+	Capabilities() Capabilities
+	// Up brings the environment to the state the spec describes, creating what is missing.
+	// It is idempotent: a second Up with the same spec converges and creates no duplicates.
+	Up(ctx context.Context, spec Spec) (*Result, error)
+	// Down removes the environment and waits until it is gone. Down of an environment that
+	// does not exist succeeds.
+	Down(ctx context.Context, env Ref) error
+	// Status reports the environment as it is running now.
+	Status(ctx context.Context, env Ref) (*Status, error)
+	// Inventory lists every resource this runtime created that still exists, attributed to
+	// its environment.
+	Inventory(ctx context.Context) ([]Resource, error)
+}
+
+// Capabilities says what a runtime provides. Consumers check it instead of the runtime's name.
+type Capabilities struct {
+	// Ingress: web services get a preview URL when the manifest sets a domain.
+	Ingress bool
+	// Replicas: a service can run several instances.
+	Replicas bool
+	// Resources: requests and limits are applied to each instance.
+	Resources bool
+	// Migrations: a service's migrate command runs once before it starts.
+	Migrations bool
+	// NetLog: af net log, af inbox and af webhook trigger can reach the sidecar.
+	NetLog bool
+}
+
+// Ref names an environment.
+type Ref struct {
+	// ID is the environment id (envid).
+	ID string
+	// Manifest supplies the runtime settings (namespace prefix, context).
+	Manifest *manifest.Manifest
+	// Repository (OWNER/NAME), when known: an environment of another repository with the same
+	// id is refused, never reused or removed.
+	Repository string
+}
+
+// Spec is everything Up needs.
+type Spec struct {
+	Ref
+	// PullRequest is the pull request number, 0 for a manual run.
+	PullRequest int
+	// Images maps each service to the image reference the runtime can run. Services with
+	// image: in the manifest default to it.
+	Images map[string]string
+	// Env is af's own environment (os.Getenv), read for database.url_from.
+	Getenv func(string) string
+}
+
+// Result is what Up did.
+type Result struct {
+	Environment string `json:"environment"`
+	Namespace   string `json:"namespace"`
+	Context     string `json:"context,omitempty"`
+	// Probe is the containment verdict of the environment's probe pod.
+	Probe *gate.Result `json:"probe"`
+	// Services, in start order.
+	Services []ServiceStatus `json:"services"`
+	// URLs maps web services to their preview URL (only with ingress and a domain).
+	URLs map[string]string `json:"urls,omitempty"`
+	// Phases records how long each phase of Up took.
+	Phases []Phase `json:"phases"`
+}
+
+// Phase is one timed step of Up.
+type Phase struct {
+	Name    string        `json:"name"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+}
+
+// Status is an environment as it runs now.
+type Status struct {
+	Environment string          `json:"environment"`
+	Namespace   string          `json:"namespace"`
+	Exists      bool            `json:"exists"`
+	Repository  string          `json:"repository,omitempty"`
+	ExpiresAt   *time.Time      `json:"expires_at,omitempty"`
+	Probe       *gate.Result    `json:"probe,omitempty"`
+	Services    []ServiceStatus `json:"services"`
+}
+
+// ServiceStatus is one service's state.
+type ServiceStatus struct {
+	Name    string `json:"name"`
+	Ready   int    `json:"ready"`
+	Desired int    `json:"desired"`
+	// CPU and Memory are the size read off the running instances (empty: not limited).
+	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty"`
+	// State is running, starting, failed or absent.
+	State string `json:"state"`
+	// ExitCode is the last exit code of the service's process, when it has exited.
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	URL      string `json:"url,omitempty"`
+}
+
+// Service states.
+const (
+	StateRunning  = "running"
+	StateStarting = "starting"
+	StateFailed   = "failed"
+	StateAbsent   = "absent"
+)
+
+// Resource is one thing a runtime created.
+type Resource struct {
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name"`
+	Environment string `json:"environment"`
+}
+
+// Progress receives what a runtime is doing, one line at a time, for the people watching. It
+// is never parsed; machine-readable results are the return values.
+type Progress func(format string, args ...any)
+
+// Printf reports through p, which may be nil.
+func (p Progress) Printf(format string, args ...any) {
+	if p != nil {
+		p(format, args...)
+	}
+}
