@@ -32,8 +32,8 @@ const (
 	LabelService     = "dev.antifailure.service"
 	// LabelWorkload tells a service's own pods from its migration's and the probe's, which
 	// share its role (and so its policies) but must never be selected as its instances.
-	LabelWorkload = "dev.antifailure.workload"
-	LabelManagedBy   = "app.kubernetes.io/managed-by"
+	LabelWorkload  = "dev.antifailure.workload"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
 
 	AnnotationRepository = "dev.antifailure/repository"
 	AnnotationExpiresAt  = "dev.antifailure/expires-at"
