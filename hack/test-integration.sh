@@ -2,8 +2,9 @@
 # The integration phase of `make test`: the real test cluster (testcluster/), brought up, used,
 # and always taken down again, even when a test fails.
 #   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
-#      image in containerd;
-#   2. no enforcer: the negative control (default-deny blocks nothing);
+#      image in containerd, the Kubernetes runtime (af up/down/status of the example and more);
+#   2. no enforcer: the negative controls (default-deny blocks nothing; af up refuses with
+#      AF-RUN-043 and runs no service image);
 #   3. down, and nothing is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,10 +19,12 @@ afcluster ensure -enforcer kube-router
 AF_TESTCLUSTER=1 gotest ./testcluster/...
 AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
 AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
+AF_TESTCLUSTER=1 gotest ./runtime/...
 
 echo "== 2. the same cluster without an enforcer (negative control)"
 afcluster up -enforcer none
 AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
+AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithoutEnforcer' ./runtime/kubernetes/
 
 echo "== 3. down, and nothing left"
 afcluster down

@@ -1,0 +1,322 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/antifailure/af/images/engine"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/testcluster"
+	"github.com/antifailure/af/version"
+)
+
+// fixture is what every cluster test shares: the cluster, the engine image and the example's
+// images imported into the node, and an administrator's client for looking at what af made.
+type fixture struct {
+	h                     *testcluster.Handle
+	kube                  kubernetes.Interface
+	webImage, workerImage string
+}
+
+var (
+	fixtureOnce sync.Once
+	fixtureVal  *fixture
+	fixtureErr  error
+)
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	h := testcluster.Require(t)
+	fixtureOnce.Do(func() { fixtureVal, fixtureErr = newFixture(h) })
+	if fixtureErr != nil {
+		t.Fatal(fixtureErr)
+	}
+	return fixtureVal
+}
+
+func newFixture(h *testcluster.Handle) (*fixture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "af-runtime-test")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	gobuild := func(out, pkg, wd string) error {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+		cmd.Dir, cmd.Env = wd, append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+		return nil
+	}
+	// The engine image of this tree, under the name this build deploys.
+	bin := filepath.Join(dir, "af")
+	if err := gobuild(bin, "./cmd/af", "../.."); err != nil {
+		return nil, err
+	}
+	img, err := engine.ImageFromFile(bin, version.EngineDigest)
+	if err != nil {
+		return nil, err
+	}
+	archive := filepath.Join(dir, "engine.tar")
+	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
+		return nil, err
+	}
+	if err := h.ImportImage(ctx, archive); err != nil {
+		return nil, err
+	}
+	// The example's services, from their static binaries.
+	fx := &fixture{h: h, webImage: "af.local/shop-web:test", workerImage: "af.local/shop-worker:test"}
+	for ref, pkg := range map[string]string{fx.webImage: "./web", fx.workerImage: "./worker"} {
+		out := filepath.Join(dir, "shop-"+strings.TrimPrefix(pkg, "./"))
+		if err := gobuild(out, pkg, "../../examples/shop"); err != nil {
+			return nil, err
+		}
+		if err := h.ImportBinaryImage(ctx, ref, out); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", h.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	fx.kube, err = kubernetes.NewForConfig(cfg)
+	return fx, err
+}
+
+// runtime returns the runtime under test, its gates and probe pointed at the fake internet.
+func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
+	o := Options{
+		Kubeconfig: fx.h.Kubeconfig,
+		ProxyImage: version.LocalEngineImage,
+		GateEnv: map[string]string{
+			"AF_GATE_PUBLIC_TCP": fx.h.Internet.PublicTCP,
+			"AF_GATE_PUBLIC_DNS": fx.h.Internet.Resolver,
+			"AF_GATE_METADATA":   fx.h.Internet.Metadata,
+		},
+		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) },
+	}
+	for _, m := range mod {
+		m(&o)
+	}
+	return New(o)
+}
+
+// shop is the example's manifest, its egress rules naming the fake internet's hosts.
+func shop(t *testing.T) *manifest.Manifest {
+	t.Helper()
+	res, err := manifest.Load("../../examples/shop/af.yaml", nil)
+	if err != nil || !res.Valid() {
+		t.Fatalf("example manifest: %v %v", err, res.Err("af.yaml"))
+	}
+	m := res.Manifest
+	m.Egress.Rules = []manifest.EgressRule{
+		{Host: fx(t).h.Internet.AllowedAPIHost, Ports: []int{80, 443}, Mode: "allow"},
+		{Host: fx(t).h.Internet.BlockedAPIHost, Mode: "block"},
+	}
+	return m
+}
+
+func fx(t *testing.T) *fixture { return setup(t) }
+
+// small is a manifest of services that run the test image (busybox and aftool).
+func small(t *testing.T, services map[string]*manifest.Service) *manifest.Manifest {
+	t.Helper()
+	m := &manifest.Manifest{Name: "small", Runtime: manifest.Runtime{Provider: "kubernetes", NamespacePrefix: "af-env-", TTL: "1h"}, Services: services}
+	for _, s := range services {
+		if s.Image == "" {
+			s.Image = fx(t).h.TestImage
+		}
+		if s.Replicas == 0 {
+			s.Replicas = 1
+		}
+	}
+	return m
+}
+
+func (fx *fixture) images() map[string]string {
+	return map[string]string{"web": fx.webImage, "worker": fx.workerImage}
+}
+
+func ctxFor(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// down removes an environment at the end of a test, whatever happened.
+func down(t *testing.T, rt *Runtime, ref afruntime.Ref) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := rt.Down(ctx, ref); err != nil {
+			t.Errorf("cleanup: af down %s: %v", ref.ID, err)
+		}
+	})
+}
+
+// podEvent is one thing seen of a pod while af worked.
+type podEvent struct {
+	at       time.Time
+	kind     watch.EventType
+	name     string
+	workload string
+	role     string
+	ready    bool
+}
+
+// watchPods records every pod of an environment, from before af up creates its namespace:
+// when each was first seen, first seen ready, and seen gone. It lists every 100 ms rather than
+// watching: this API server's watch cache can lag a fresh watch ("too large resource
+// version") and a lost event would hide exactly what is being checked.
+func watchPods(t *testing.T, kube kubernetes.Interface, id string) func() []podEvent {
+	ctx, cancel := context.WithCancel(context.Background())
+	var events []podEvent
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		live := map[string]bool{}
+		ready := map[string]bool{}
+		for ctx.Err() == nil {
+			list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelEnvironment + "=" + id})
+			if err == nil {
+				now := time.Now()
+				seen := map[string]bool{}
+				for _, pod := range list.Items {
+					seen[pod.Name] = true
+					e := podEvent{at: now, name: pod.Name, workload: pod.Labels[LabelWorkload], role: pod.Labels[LabelRole]}
+					if !live[pod.Name] {
+						live[pod.Name] = true
+						e.kind = watch.Added
+						events = append(events, e)
+					}
+					for _, c := range pod.Status.Conditions {
+						if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !ready[pod.Name] {
+							ready[pod.Name] = true
+							e.kind, e.ready = watch.Modified, true
+							events = append(events, e)
+						}
+					}
+					if pod.DeletionTimestamp != nil && live[pod.Name] {
+						e.kind = watch.Deleted
+						events = append(events, e)
+						live[pod.Name] = false
+					}
+				}
+				for name, on := range live {
+					if on && !seen[name] {
+						events = append(events, podEvent{at: now, kind: watch.Deleted, name: name, workload: workloadOf(events, name)})
+						live[name] = false
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return func() []podEvent {
+		cancel()
+		<-done
+		return events
+	}
+}
+
+func workloadOf(events []podEvent, name string) string {
+	for _, e := range events {
+		if e.name == name {
+			return e.workload
+		}
+	}
+	return ""
+}
+
+// inPod runs script in a pod made from a service's pod template: same labels (so the same
+// policies), the same gate, the same DNS and proxy settings, but the test image. It returns
+// the pod's log.
+func (fx *fixture) inPod(t *testing.T, ns, service, name, script string) string {
+	t.Helper()
+	ctx := ctxFor(t, 4*time.Minute)
+	d, err := fx.kube.AppsV1().Deployments(ns).Get(ctx, service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := d.Spec.Template.DeepCopy()
+	labels := tpl.Labels
+	labels[LabelWorkload] = "test" // not one of the service's instances
+	app := tpl.Spec.Containers[0]
+	app.Name, app.Image, app.ImagePullPolicy = "test", fx.h.TestImage, corev1.PullNever
+	app.Command, app.Args, app.ReadinessProbe, app.Ports = []string{"sh", "-c", script}, nil, nil, nil
+	tpl.Spec.Containers = []corev1.Container{app}
+	tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: tpl.Spec}
+	if _, err := fx.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fx.kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) }()
+	for {
+		p, err := fx.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("pod %s did not finish: %+v", name, p.Status)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	raw, err := fx.kube.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: "test"}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// checkScript runs each named command and prints "RESULT name rc output" for it.
+func checkScript(checks [][2]string) string {
+	var b strings.Builder
+	for _, c := range checks {
+		fmt.Fprintf(&b, "out=$(%s 2>&1); rc=$?; echo \"RESULT %s $rc $(echo $out | head -c 200)\"\n", c[1], c[0])
+	}
+	return b.String()
+}
+
+type checkResult struct {
+	rc  string
+	out string
+}
+
+func parseResults(log string) map[string]checkResult {
+	out := map[string]checkResult{}
+	for _, m := range regexp.MustCompile(`(?m)^RESULT (\S+) (\d+) ?(.*)$`).FindAllStringSubmatch(log, -1) {
+		out[m[1]] = checkResult{rc: m[2], out: m[3]}
+	}
+	return out
+}
+
+func requireEnforcer(t *testing.T, h *testcluster.Handle) {
+	t.Helper()
+	if h.Enforcer != testcluster.EnforcerKubeRouter {
+		t.Skipf("SKIPPED: the cluster runs without an enforcer (%s); TestUpRefusedWithoutEnforcer covers it", h.Enforcer)
+	}
+}

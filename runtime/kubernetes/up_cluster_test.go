@@ -1,0 +1,522 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// TestUpTheExample brings the example up on the real cluster and checks the order of what af
+// did, the objects it made, that names resolve, that nothing has a token, containment from
+// inside a service pod, isolation from a second environment, idempotence and status.
+func TestUpTheExample(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 20*time.Minute)
+	rt := f.runtime(t)
+	ref := afruntime.Ref{ID: "shop-test", Manifest: shop(t), Repository: "acme/shop"}
+	down(t, rt, ref)
+
+	events := watchPods(t, f.kube, ref.ID)
+	start := time.Now()
+	res, err := rt.Up(ctx, afruntime.Spec{Ref: ref, PullRequest: 17, Images: f.images()})
+	upTime := time.Since(start)
+	seen := events()
+	if err != nil {
+		t.Fatalf("af up: %v", err)
+	}
+	ns := res.Namespace
+	if ns != "af-env-shop-test" {
+		t.Errorf("namespace %q", ns)
+	}
+	t.Logf("af up of the example: %s; phases %v", upTime.Round(time.Millisecond), res.Phases)
+
+	// Order: the sidecar was ready before the probe pod existed; the probe was created before
+	// any service or migration pod, and deleted before the first of them.
+	var sidecarReady, probeAdded, probeDeleted, firstService time.Time
+	for _, e := range seen {
+		switch {
+		case e.role == RoleSidecar && e.ready && sidecarReady.IsZero():
+			sidecarReady = e.at
+		case e.workload == WorkloadProbe && e.kind == watch.Added:
+			probeAdded = e.at
+		case e.workload == WorkloadProbe && e.kind == watch.Deleted:
+			probeDeleted = e.at
+		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && firstService.IsZero():
+			firstService = e.at
+		}
+	}
+	if sidecarReady.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstService.IsZero() {
+		t.Fatalf("missing events: sidecar ready %v, probe added %v, probe deleted %v, first service pod %v", sidecarReady, probeAdded, probeDeleted, firstService)
+	}
+	if !sidecarReady.Before(probeAdded) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) {
+		t.Errorf("order: sidecar ready %s, probe added %s, probe deleted %s, first service pod %s",
+			sidecarReady.Format(time.StampMilli), probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstService.Format(time.StampMilli))
+	}
+	if res.Probe == nil || res.Probe.Verdict != gate.Contained || len(res.Probe.Routes) != 4 {
+		t.Fatalf("probe verdict: %+v", res.Probe)
+	}
+	for _, a := range res.Probe.Routes {
+		if a.Outcome != gate.Denied {
+			t.Errorf("probe route %s: %s", a.Route, a.Outcome)
+		}
+	}
+
+	// The namespace: managed, labelled, expiring; the policies; one sidecar.
+	nsObj, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{LabelManaged: "true", LabelEnvironment: "shop-test", LabelRepository: "acme.shop", LabelPullRequest: "17"} {
+		if nsObj.Labels[k] != want {
+			t.Errorf("namespace label %s=%q, want %q", k, nsObj.Labels[k], want)
+		}
+	}
+	if nsObj.Annotations[AnnotationRepository] != "acme/shop" || nsObj.Labels[LabelExpires] == "" || nsObj.Annotations[AnnotationProbe] == "" {
+		t.Errorf("namespace annotations/labels: %v %v", nsObj.Annotations, nsObj.Labels)
+	}
+	pols, err := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pols.Items {
+		names = append(names, p.Name)
+		for _, rule := range p.Spec.Ingress {
+			for _, peer := range rule.From {
+				if peer.NamespaceSelector != nil {
+					t.Errorf("policy %s admits by namespace selector", p.Name)
+				}
+			}
+		}
+	}
+	if got := joinSorted(names); got != "af-deny-all, af-services, af-sidecar-egress, af-sidecar-ingress" {
+		t.Errorf("policies: %s", got)
+	}
+	sc, err := f.kube.AppsV1().Deployments(ns).Get(ctx, SidecarName, metav1.GetOptions{})
+	if err != nil || *sc.Spec.Replicas != 1 {
+		t.Fatalf("sidecar deployment: %v", err)
+	}
+
+	// No pod has a service-account token.
+	pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) < 4 {
+		t.Errorf("only %d pods", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
+			t.Errorf("pod %s: automountServiceAccountToken not false", p.Name)
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.Projected != nil {
+				t.Errorf("pod %s has a projected volume %s (a token?)", p.Name, v.Name)
+			}
+		}
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			for _, m := range c.VolumeMounts {
+				if strings.Contains(m.MountPath, "serviceaccount") {
+					t.Errorf("pod %s container %s mounts %s", p.Name, c.Name, m.MountPath)
+				}
+			}
+		}
+	}
+
+	// A second environment, to be unreachable from the first.
+	other := small(t, map[string]*manifest.Service{
+		"echo": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}},
+	})
+	otherRef := afruntime.Ref{ID: "shop-test-other", Manifest: other}
+	down(t, rt, otherRef)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: otherRef}); err != nil {
+		t.Fatalf("second environment: %v", err)
+	}
+	otherNS := "af-env-shop-test-other"
+	otherSvc, err := f.kube.CoreV1().Services(otherNS).Get(ctx, "echo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherPods, err := f.kube.CoreV1().Pods(otherNS).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=echo"})
+	if err != nil || len(otherPods.Items) == 0 {
+		t.Fatalf("other pods: %v", err)
+	}
+	otherIP := otherPods.Items[0].Status.PodIP
+	// Positive control: inside its own environment the echo service answers.
+	ctl := parseResults(f.inPod(t, otherNS, "echo", "control", checkScript([][2]string{
+		{"own-service", "aftool tcp -timeout 3s echo:8080"},
+	})))
+	if ctl["own-service"].rc != "0" {
+		t.Fatalf("positive control: the second environment's service does not answer its own pods: %+v", ctl)
+	}
+
+	in := f.h.Internet
+	log := f.inPod(t, ns, "web", "containment", checkScript([][2]string{
+		{"resolve-worker", "aftool dns worker"},
+		{"call-worker", "aftool http -timeout 5s http://worker:8080/work"},
+		{"direct-tcp", "aftool tcp -timeout 3s " + in.PublicTCP},
+		{"direct-udp-dns", "aftool dns -timeout 3s -server " + in.Resolver + " " + in.PublicHost},
+		{"metadata", "aftool http -timeout 3s http://" + in.Metadata + "/"},
+		{"apiserver-direct", "aftool tcp -timeout 3s " + f.h.APIServerIP + ":6443"},
+		{"apiserver-service", "aftool tcp -timeout 3s $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"},
+		{"allowed-transparent", "aftool http -timeout 5s http://" + in.AllowedAPIHost + "/"},
+		{"blocked-transparent", "aftool http -timeout 5s http://" + in.BlockedAPIHost + "/"},
+		{"allowed-proxy", viaProxy(in.AllowedAPIHost)},
+		{"blocked-proxy", viaProxy(in.BlockedAPIHost)},
+		{"other-env-service", "aftool tcp -timeout 3s " + otherSvc.Spec.ClusterIP + ":8080"},
+		{"other-env-pod", "aftool tcp -timeout 3s " + otherIP + ":8080"},
+		{"token", "ls /var/run/secrets/kubernetes.io/serviceaccount/token"},
+	}))
+	r := parseResults(log)
+	t.Logf("from inside a web pod:\n%s", log)
+	mustWork := map[string]string{"resolve-worker": "", "call-worker": "200", "allowed-transparent": "200", "allowed-proxy": "HTTP/1.1 200"}
+	for name, prefix := range mustWork {
+		if r[name].rc != "0" || !strings.HasPrefix(r[name].out, prefix) {
+			t.Errorf("%s should work: %+v", name, r[name])
+		}
+	}
+	for _, name := range []string{"direct-tcp", "direct-udp-dns", "metadata", "apiserver-direct", "apiserver-service", "other-env-service", "other-env-pod", "token"} {
+		if c, ok := r[name]; !ok || c.rc == "0" {
+			t.Errorf("%s should fail: %+v", name, c)
+		}
+	}
+	if t.Failed() {
+		sc, _ := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleSidecar})
+		for _, p := range sc.Items {
+			raw, _ := f.kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			t.Logf("sidecar %s log:\n%s", p.Name, lastLines(string(raw), 40))
+		}
+	}
+	if c := r["blocked-transparent"]; !strings.HasPrefix(c.out, "403 af sidecar: blocked") {
+		t.Errorf("blocked host through the transparent port: %+v", c)
+	}
+	if c := r["blocked-proxy"]; !strings.HasPrefix(c.out, "HTTP/1.1 403") {
+		t.Errorf("blocked host through the explicit proxy: %+v", c)
+	}
+
+	// Idempotence: a second up converges without replacing anything.
+	uids := func() map[string]string {
+		out := map[string]string{}
+		ds, _ := f.kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		for _, d := range ds.Items {
+			out["deploy/"+d.Name] = string(d.UID) + fmt.Sprint(d.Generation)
+		}
+		ss, _ := f.kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		for _, s := range ss.Items {
+			out["svc/"+s.Name] = string(s.UID)
+		}
+		js, _ := f.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		for _, j := range js.Items {
+			out["job/"+j.Name] = string(j.UID)
+		}
+		ps, _ := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelWorkload + "=" + WorkloadService})
+		for _, p := range ps.Items {
+			out["pod/"+p.Name] = string(p.UID)
+		}
+		return out
+	}
+	before := uids()
+	start = time.Now()
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref, PullRequest: 17, Images: f.images()}); err != nil {
+		t.Fatalf("second af up: %v", err)
+	}
+	t.Logf("second af up (converge): %s", time.Since(start).Round(time.Millisecond))
+	after := uids()
+	if fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Errorf("second up changed objects:\nbefore %v\nafter  %v", before, after)
+	}
+
+	// Status reads the size off the running pods.
+	st, err := rt.Status(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Probe == nil || st.Probe.Verdict != gate.Contained {
+		t.Errorf("status probe: %+v", st.Probe)
+	}
+	got := fmt.Sprint(st.Services)
+	for _, s := range st.Services {
+		if s.State != afruntime.StateRunning || s.Ready != s.Desired || s.CPU != "100m" || s.Memory != "64Mi" {
+			t.Errorf("status: %s", got)
+		}
+	}
+	if len(st.Services) != 2 {
+		t.Errorf("status services: %s", got)
+	}
+
+	// Down, timed.
+	start = time.Now()
+	if err := rt.Down(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("af down of the example: %s", time.Since(start).Round(time.Millisecond))
+	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace still there after down: %v", err)
+	}
+}
+
+// TestReplicasAndResources: replicas become instances, all ready before up returns; sizes
+// become equal requests and limits (Guaranteed), a dimension not named is in neither map.
+func TestReplicasAndResources(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t)
+	serve := manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}
+	m := small(t, map[string]*manifest.Service{
+		"sized":  {Port: 8080, Replicas: 3, Command: serve, Resources: &manifest.Resources{CPU: "50m", Memory: "32Mi"}},
+		"memory": {Port: 8080, Command: serve, Resources: &manifest.Resources{Memory: "48Mi"}},
+		"plain":  {Port: 8080, Command: serve},
+	})
+	ref := afruntime.Ref{ID: "sizes-test", Manifest: m}
+	down(t, rt, ref)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
+		t.Fatal(err)
+	}
+	ns := "af-env-sizes-test"
+	d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "sized", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status.ReadyReplicas != 3 {
+		t.Errorf("up returned with %d of 3 ready", d.Status.ReadyReplicas)
+	}
+	pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=sized," + LabelWorkload + "=" + WorkloadService})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 3 {
+		t.Errorf("%d pods, want 3", len(pods.Items))
+	}
+	for _, p := range pods.Items {
+		if p.Status.QOSClass != corev1.PodQOSGuaranteed {
+			t.Errorf("pod %s QoS %s", p.Name, p.Status.QOSClass)
+		}
+	}
+	for name, want := range map[string]string{"memory": "limits=map[memory:48Mi] requests=map[memory:48Mi]", "plain": "limits=map[] requests=map[]"} {
+		d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
+			r := c.Resources
+			if got := fmt.Sprintf("limits=%s requests=%s", list(r.Limits), list(r.Requests)); got != want {
+				t.Errorf("%s/%s: %s, want %s", name, c.Name, got, want)
+			}
+		}
+	}
+	st, err := rt.Status(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"sized": "3/3 50m 32Mi", "memory": "1/1  48Mi", "plain": "1/1  "}
+	for _, s := range st.Services {
+		if got := fmt.Sprintf("%d/%d %s %s", s.Ready, s.Desired, s.CPU, s.Memory); got != want[s.Name] {
+			t.Errorf("status %s: %q, want %q", s.Name, got, want[s.Name])
+		}
+	}
+}
+
+// TestFailingMigration: the migration fails, its exit code and output are reported, the Job
+// ran once, and the service it belongs to was never created.
+func TestFailingMigration(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t)
+	m := small(t, map[string]*manifest.Service{
+		"app": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve"}},
+			Migrate: manifest.Command{Exec: []string{"sh", "-c", "echo migrating; echo the schema is broken; exit 7"}}},
+	})
+	ref := afruntime.Ref{ID: "migrate-test", Manifest: m}
+	down(t, rt, ref)
+	_, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+	if failure.CodeOf(err) != failure.MigrationFailed.Code || !strings.Contains(err.Error(), "exited with code 7") || !strings.Contains(err.Error(), "the schema is broken") {
+		t.Fatalf("want AF-RUN-006 with exit code 7 and the output, got %v", err)
+	}
+	ns := "af-env-migrate-test"
+	if _, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the service's Deployment exists after a failed migration: %v", err)
+	}
+	jobs, err := f.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("jobs: %v %d", err, len(jobs.Items))
+	}
+	j := jobs.Items[0]
+	pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *j.Spec.BackoffLimit != 0 || j.Status.Failed != 1 || len(pods.Items) != 1 {
+		t.Errorf("job: backoffLimit %d, failed %d, %d pods: it must run exactly once", *j.Spec.BackoffLimit, j.Status.Failed, len(pods.Items))
+	}
+	if len(j.Spec.Template.Spec.InitContainers) != 1 || j.Spec.Template.Spec.InitContainers[0].Name != GateContainer {
+		t.Errorf("the migration is not gated")
+	}
+}
+
+// TestUnlabelledNamespaceIsRefused: a namespace with the environment's name that af did not
+// make is refused by up and down, and it and its contents stay as they were.
+func TestUnlabelledNamespaceIsRefused(t *testing.T) {
+	f := setup(t)
+	ctx := ctxFor(t, 5*time.Minute)
+	rt := f.runtime(t)
+	ns := "af-env-not-ours"
+	if _, err := f.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	cm, err := f.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "precious"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	ref := afruntime.Ref{ID: "not-ours", Manifest: small(t, map[string]*manifest.Service{"s": {}})}
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); failure.CodeOf(err) != failure.NamespaceNotOurs.Code {
+		t.Errorf("up: want AF-RUN-045, got %v", err)
+	}
+	if err := rt.Down(ctx, ref); failure.CodeOf(err) != failure.NamespaceNotOurs.Code {
+		t.Errorf("down: want AF-RUN-045, got %v", err)
+	}
+	after, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil || after.ResourceVersion != before.ResourceVersion || after.DeletionTimestamp != nil {
+		t.Errorf("namespace changed: %v", err)
+	}
+	cm2, err := f.kube.CoreV1().ConfigMaps(ns).Get(ctx, "precious", metav1.GetOptions{})
+	if err != nil || cm2.ResourceVersion != cm.ResourceVersion {
+		t.Errorf("configmap changed: %v", err)
+	}
+	pols, _ := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{})
+	secrets, _ := f.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=af"})
+	if len(pols.Items) != 0 || len(secrets.Items) != 0 {
+		t.Errorf("af wrote into a namespace it does not own: %d policies, %d secrets", len(pols.Items), len(secrets.Items))
+	}
+
+	// Another repository's environment with the same id is refused too.
+	mine := afruntime.Ref{ID: "repo-test", Manifest: small(t, map[string]*manifest.Service{"s": {Command: manifest.Command{Exec: []string{"aftool", "serve"}}}}), Repository: "acme/one"}
+	down(t, rt, mine)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: mine}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := mine
+	theirs.Repository = "other/one"
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: theirs}); failure.CodeOf(err) != failure.NamespaceNotOurs.Code {
+		t.Errorf("up of another repository's environment: want AF-RUN-045, got %v", err)
+	}
+	if err := rt.Down(ctx, theirs); failure.CodeOf(err) != failure.NamespaceNotOurs.Code {
+		t.Errorf("down of another repository's environment: want AF-RUN-045, got %v", err)
+	}
+}
+
+// TestDownNamesTheFinalizer: a namespace held by a finalizer makes down fail naming it, up
+// refuses the terminating namespace, and once the finalizer goes down succeeds. Down of an
+// environment that never existed succeeds.
+func TestDownNamesTheFinalizer(t *testing.T) {
+	f := setup(t)
+	ctx := ctxFor(t, 5*time.Minute)
+	rt := f.runtime(t, func(o *Options) { o.DownTimeout = 8 * time.Second })
+	if err := rt.Down(ctx, afruntime.Ref{ID: "never-up", Manifest: small(t, map[string]*manifest.Service{"s": {}})}); err != nil {
+		t.Fatalf("down of an environment never up: %v", err)
+	}
+	ns := "af-env-held"
+	if _, err := f.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{LabelManaged: "true"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "held", Finalizers: []string{"af.test/hold"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	release := func() {
+		_, _ = f.kube.CoreV1().ConfigMaps(ns).Patch(context.Background(), "held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+	t.Cleanup(release)
+	ref := afruntime.Ref{ID: "held", Manifest: small(t, map[string]*manifest.Service{"s": {}})}
+	err := rt.Down(ctx, ref)
+	if failure.CodeOf(err) != failure.TeardownIncomplete.Code || !strings.Contains(err.Error(), "af.test/hold") {
+		t.Fatalf("down of a held namespace: want AF-RUN-030 naming af.test/hold, got %v", err)
+	}
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); failure.CodeOf(err) != failure.StillTerminating.Code {
+		t.Errorf("up of a terminating namespace: want AF-RUN-031, got %v", err)
+	}
+	release()
+	rt = f.runtime(t)
+	if err := rt.Down(ctx, ref); err != nil {
+		t.Fatalf("down after the finalizer went: %v", err)
+	}
+}
+
+// TestUpRefusedWithoutEnforcer is the negative control: on the cluster started without a
+// NetworkPolicy enforcer the probe gets out, af up fails with AF-RUN-043 naming the routes, no
+// service pod ever exists, the probe pod is gone, and af down removes the namespace.
+func TestUpRefusedWithoutEnforcer(t *testing.T) {
+	f := setup(t)
+	if f.h.Enforcer != "none" {
+		t.Skipf("SKIPPED: the cluster enforces NetworkPolicy (%s); this is the negative control", f.h.Enforcer)
+	}
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t)
+	ref := afruntime.Ref{ID: "shop-uncontained", Manifest: shop(t)}
+	down(t, rt, ref)
+	events := watchPods(t, f.kube, ref.ID)
+	res, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Images: f.images()})
+	seen := events()
+	if failure.CodeOf(err) != failure.NotContained.Code {
+		t.Fatalf("want AF-RUN-043, got %v", err)
+	}
+	for _, route := range []string{gate.RouteTCP, gate.RouteDNS, gate.RouteMetadata} {
+		if !strings.Contains(err.Error(), route) {
+			t.Errorf("the error does not name route %s: %v", route, err)
+		}
+	}
+	if res == nil || res.Probe == nil || res.Probe.Verdict != gate.Escape {
+		t.Errorf("the verdict is not returned: %+v", res)
+	}
+	for _, e := range seen {
+		if e.workload == WorkloadService || e.workload == WorkloadMigration {
+			t.Errorf("a service pod existed: %s", e.name)
+		}
+	}
+	ns := "af-env-shop-uncontained"
+	if _, err := f.kube.CoreV1().Pods(ns).Get(ctx, ProbeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the probe pod was left: %v", err)
+	}
+	if pols, _ := f.kube.NetworkingV1().NetworkPolicies(ns).List(ctx, metav1.ListOptions{}); len(pols.Items) == 0 {
+		t.Errorf("the policies were removed; they must stay for af down")
+	}
+	if err := rt.Down(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("namespace still there after down: %v", err)
+	}
+}
+
+func list(l corev1.ResourceList) string {
+	var parts []string
+	for k, q := range l {
+		parts = append(parts, string(k)+":"+q.String())
+	}
+	sort.Strings(parts)
+	return "map[" + strings.Join(parts, " ") + "]"
+}
+
+// viaProxy asks the explicit proxy named by HTTP_PROXY (an address, as af sets it) for
+// http://host/ and prints the status line. (Busybox's wget is not used: statically linked, it
+// crashes resolving names.) The request's stdin stays open: nc would otherwise half-close the
+// connection at once, which Go's HTTP server takes for a client that went away.
+func viaProxy(host string) string {
+	return `p=${HTTP_PROXY#http://}; (printf 'GET http://` + host + `/ HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p;$p'`
+}
