@@ -18,7 +18,7 @@ FUZZTIME  ?= 5m
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar bench-up fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -77,7 +77,10 @@ fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing
 	$(GO) test ./sidecar/tlshello -run '^$$' -fuzz '^FuzzClientHello$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 
-demo: build ## the main job, end to end, as far as this build of af goes
+bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster)
+	@./hack/bench-up.sh
+
+demo: build ## a local cluster, the example up (probe verdict, status, its web answering), then down
 	@./hack/demo.sh
 
 clean: ## remove build output

@@ -36,21 +36,13 @@ eval "$(afcluster env)"
 
 echo
 echo "== 2. Images: the engine (sidecar, gate, probe) and the example's two services"
-"$af" engine-image --tar "$work/engine.tar" >/dev/null
-afcluster import "$work/engine.tar"
-(cd examples/shop && CGO_ENABLED=0 go build -trimpath -o "$work/shop-web" ./web && CGO_ENABLED=0 go build -trimpath -o "$work/shop-worker" ./worker)
-tag=demo-$(sha256sum "$work/shop-web" "$work/shop-worker" | sha256sum | cut -c1-12)
-afcluster image "af.local/shop-web:$tag" "$work/shop-web"
-afcluster image "af.local/shop-worker:$tag" "$work/shop-worker"
-
-# Where the probe and the gates try to get out: the fake internet's hosts.
-export AF_GATE_PUBLIC_TCP=198.51.100.10:80 AF_GATE_PUBLIC_DNS=198.51.100.53:53 AF_GATE_METADATA=169.254.77.1:80
+. hack/shop-images.sh
 
 echo
 echo "== 3. af up"
 start=$(date +%s%N)
 "$af" up -f "$manifest" --env shop-demo \
-  --image "web=af.local/shop-web:$tag" --image "worker=af.local/shop-worker:$tag"
+  --image "web=$web_image" --image "worker=$worker_image"
 echo "(af up took $(( ($(date +%s%N) - start) / 1000000 )) ms)"
 
 echo

@@ -541,12 +541,12 @@ func (e *env) deployment(name string, s *manifest.Service) *appsv1.Deployment {
 	case s.Port > 0 && s.HealthPath != "":
 		c.ReadinessProbe = &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: s.HealthPath, Port: intstr.FromInt32(int32(s.Port))}},
-			PeriodSeconds: 2, FailureThreshold: 3, TimeoutSeconds: 2,
+			PeriodSeconds: 1, FailureThreshold: 3, TimeoutSeconds: 1,
 		}
 	case s.Port > 0:
 		c.ReadinessProbe = &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(s.Port))}},
-			PeriodSeconds: 2, FailureThreshold: 3, TimeoutSeconds: 2,
+			PeriodSeconds: 1, FailureThreshold: 3, TimeoutSeconds: 1,
 		}
 	}
 	return &appsv1.Deployment{

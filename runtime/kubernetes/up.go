@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -94,16 +95,8 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Resul
 	}
 
 	start = time.Now()
-	for _, name := range manifest.StartOrder(t.m.Services) {
-		s := t.m.Services[name]
-		if !s.Migrate.IsZero() {
-			if err := r.migrate(ctx, t, e, name, s); err != nil {
-				return res, err
-			}
-		}
-		if err := r.startService(ctx, t, e, name, s); err != nil {
-			return res, err
-		}
+	if err := r.startServices(ctx, t, e); err != nil {
+		return res, err
 	}
 	phase("services", start)
 	st, err := r.Status(ctx, spec.Ref)
@@ -378,6 +371,40 @@ func (r *Runtime) migrate(ctx context.Context, t *target, e *env, name string, s
 	}
 	r.opts.Progress.Printf("migration of %s: job %s running %s", name, job.Name, strings.Join(s.Migrate.Argv(), " "))
 	return r.waitJob(ctx, t, name, job.Name, r.opts.MigrationTimeout)
+}
+
+// startServices starts every service once the services it depends on are ready: its
+// migration first, then its instances. Services with no order between them start together;
+// the first failure stops the others from starting.
+func (r *Runtime) startServices(ctx context.Context, t *target, e *env) error {
+	ready := map[string]chan struct{}{}
+	for name := range t.m.Services {
+		ready[name] = make(chan struct{})
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, name := range manifest.StartOrder(t.m.Services) {
+		s := t.m.Services[name]
+		g.Go(func() error {
+			for _, d := range s.DependsOn {
+				select {
+				case <-ready[d]:
+				case <-gctx.Done():
+					return nil // another service failed; its error is the one reported
+				}
+			}
+			if !s.Migrate.IsZero() {
+				if err := r.migrate(gctx, t, e, name, s); err != nil {
+					return err
+				}
+			}
+			if err := r.startService(gctx, t, e, name, s); err != nil {
+				return err
+			}
+			close(ready[name])
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // startService applies a service's Deployment and Service and waits for every instance.

@@ -520,3 +520,42 @@ func list(l corev1.ResourceList) string {
 func viaProxy(host string) string {
 	return `p=${HTTP_PROXY#http://}; (printf 'GET http://` + host + `/ HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p;$p'`
 }
+
+// TestNotReadyReasons: a service that crashes fails af up with AF-RUN-005 and its exit code;
+// one whose image cannot be pulled, or whose health path answers 404, times out with AF-RUN-004
+// saying which; af status shows the crash's exit code.
+func TestNotReadyReasons(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t, func(o *Options) { o.ReadyTimeout = 25 * time.Second })
+	for _, c := range []struct {
+		id   string
+		svc  *manifest.Service
+		code failure.Code
+		want string
+	}{
+		{"crash-test", &manifest.Service{Port: 8080, Command: manifest.Command{Exec: []string{"sh", "-c", "echo about to fail; exit 3"}}},
+			failure.ExitedDuringStart.Code, "exited with code 3"},
+		{"pull-test", &manifest.Service{Port: 8080, Image: "af.local/does-not-exist:1"},
+			failure.NotReady.Code, "cannot be pulled"},
+		{"health-test", &manifest.Service{Port: 8080, HealthPath: "/healthz", Command: manifest.Command{Exec: []string{"busybox", "httpd", "-f", "-p", "8080", "-h", "/"}}},
+			failure.NotReady.Code, "readiness check does not pass"},
+	} {
+		t.Run(c.id, func(t *testing.T) {
+			ref := afruntime.Ref{ID: c.id, Manifest: small(t, map[string]*manifest.Service{"svc": c.svc})}
+			down(t, rt, ref)
+			_, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+			if failure.CodeOf(err) != c.code || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("want %s saying %q, got %v", c.code, c.want, err)
+			}
+			t.Logf("af up: %v", err)
+			if c.id == "crash-test" {
+				st, err := rt.Status(ctx, ref)
+				if err != nil || len(st.Services) != 1 || st.Services[0].ExitCode == nil || *st.Services[0].ExitCode != 3 || st.Services[0].State != afruntime.StateFailed {
+					t.Errorf("status of the crashed service: %v %+v", err, st)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,13 @@
+# Sourced by hack/demo.sh and hack/bench-up.sh: imports into the local test cluster the engine
+# image of bin/af and the example's two services, built from their static binaries, and sets
+# $web_image and $worker_image. Needs $af, $work and an afcluster function.
+"$af" engine-image --tar "$work/engine.tar" >/dev/null
+afcluster import "$work/engine.tar"
+(cd examples/shop && CGO_ENABLED=0 go build -trimpath -o "$work/shop-web" ./web && CGO_ENABLED=0 go build -trimpath -o "$work/shop-worker" ./worker)
+tag=demo-$(sha256sum "$work/shop-web" "$work/shop-worker" | sha256sum | cut -c1-12)
+web_image=af.local/shop-web:$tag
+worker_image=af.local/shop-worker:$tag
+afcluster image "$web_image" "$work/shop-web"
+afcluster image "$worker_image" "$work/shop-worker"
+# Where the probe and the gates try to get out: the test cluster's fake internet.
+export AF_GATE_PUBLIC_TCP=198.51.100.10:80 AF_GATE_PUBLIC_DNS=198.51.100.53:53 AF_GATE_METADATA=169.254.77.1:80
