@@ -67,6 +67,15 @@ var (
 		Do: "Read the exit code and the last log lines af shows, fix the migration and run `af up` " +
 			"again: it runs the migration again. `af down` removes the environment.",
 	}
+	Interrupted = &Entry{
+		Code:  "AF-RUN-007",
+		Title: "interrupted",
+		Exit:  130,
+		Means: "af was stopped (Ctrl-C or SIGTERM) while it was working. What it had created so far stays " +
+			"as it was: nothing is half-written, but the environment may be incomplete.",
+		Do: "Run the same command again: `af up` converges from where it stopped, `af down` finishes " +
+			"the removal.",
+	}
 	ManifestUnreadable = &Entry{
 		Code:  "AF-RUN-010",
 		Title: "manifest not found or unreadable",
@@ -212,7 +221,7 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
-		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed,
+		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,

@@ -19,7 +19,8 @@ import (
 )
 
 // Down deletes the environment's namespace, only when af made it, and waits until it is gone.
-func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) error {
+func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
+	defer func() { err = interrupted(ctx, "removing environment "+ref.ID, err) }()
 	t, err := r.resolve(ctx, ref)
 	if err != nil {
 		return err

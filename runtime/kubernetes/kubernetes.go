@@ -207,6 +207,14 @@ func apiError(c *client, doing string, err error) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
+// interrupted turns a cancelled context into AF-RUN-007 naming what was being done.
+func interrupted(ctx context.Context, doing string, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return failure.New(failure.Interrupted, "interrupted while "+doing, err)
+	}
+	return err
+}
+
 // target is an environment resolved to its namespace.
 type target struct {
 	id, ns string

@@ -24,7 +24,8 @@ import (
 
 // Up brings the environment up, in the order the design fixes: refuse what cannot work,
 // namespace, policies, sidecar, probe, migrations, services, readiness.
-func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Result, error) {
+func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.Result, err error) {
+	defer func() { err = interrupted(ctx, "bringing environment "+spec.ID+" up", err) }()
 	if err := r.refuse(spec); err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Resul
 	if err != nil {
 		return nil, err
 	}
-	res := &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
+	res = &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
 	phase := func(name string, start time.Time) {
 		res.Phases = append(res.Phases, afruntime.Phase{Name: name, Elapsed: time.Since(start)})
 	}

@@ -284,6 +284,14 @@ func TestReplicasAndResources(t *testing.T) {
 	})
 	ref := afruntime.Ref{ID: "sizes-test", Manifest: m}
 	down(t, rt, ref)
+	// Interrupted part way (during the probe or the services): AF-RUN-007, and the next up
+	// converges from what the first one left.
+	short, cancel := context.WithTimeout(ctx, 4*time.Second)
+	_, err := rt.Up(short, afruntime.Spec{Ref: ref})
+	cancel()
+	if failure.CodeOf(err) != failure.Interrupted.Code {
+		t.Fatalf("up cancelled after 4s: want AF-RUN-007, got %v", err)
+	}
 	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ const heartbeat = 5 * time.Second
 
 // poll calls check until it reports done, fails, the timeout passes or ctx ends. A timeout
 // returns errTimeout; the caller turns it into the catalogue's words.
-func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func poll(parent context.Context, timeout time.Duration, check func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
@@ -37,10 +37,10 @@ func poll(ctx context.Context, timeout time.Duration, check func() (bool, error)
 		}
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return errTimeout
+			if parent.Err() != nil {
+				return parent.Err() // the caller gave up: not this wait's timeout
 			}
-			return ctx.Err()
+			return errTimeout
 		case <-t.C:
 		}
 	}

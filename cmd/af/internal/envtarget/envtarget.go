@@ -94,12 +94,43 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 	if v := f.Getenv("AF_CLUSTER_RESOLVER"); v != "" {
 		o.Resolver = v
 	}
-	if info.EngineImage != version.LocalEngineImage {
-		o.Progress.Printf("engine image (sidecar, gate, probe): %s, from AF_PROXY_IMAGE", info.EngineImage)
-	} else {
-		o.Progress.Printf("engine image (sidecar, gate, probe): %s, this build's own (the cluster must have it: make engine-image)", info.EngineImage)
+	if v := f.Getenv("AF_INGRESS_CONTROLLER"); v != "" {
+		ic, err := parseIngressController(v)
+		if err != nil {
+			return nil, err
+		}
+		o.IngressController = ic
+	} else if m.Runtime.Domain != "" {
+		o.Progress.Printf("runtime.domain is set but AF_INGRESS_CONTROLLER (NAMESPACE/LABEL=VALUE,...) is not: no policy lets an ingress controller reach the web services")
 	}
 	return kubernetes.New(o), nil
+}
+
+// EngineImage says which engine image af deploys and where that choice came from.
+func EngineImage(f *factory.Factory) string {
+	info := version.Get(f.Getenv)
+	if info.EngineImage != version.LocalEngineImage {
+		return info.EngineImage + ", from AF_PROXY_IMAGE"
+	}
+	return info.EngineImage + ", this build's own (the cluster must have it: make engine-image builds it)"
+}
+
+// parseIngressController reads NAMESPACE/LABEL=VALUE[,LABEL=VALUE...].
+func parseIngressController(v string) (*kubernetes.IngressController, error) {
+	ns, sel, ok := strings.Cut(v, "/")
+	ic := &kubernetes.IngressController{Namespace: ns, Labels: map[string]string{}}
+	for _, kv := range strings.Split(sel, ",") {
+		k, val, okKV := strings.Cut(kv, "=")
+		if !okKV || k == "" {
+			ok = false
+			break
+		}
+		ic.Labels[k] = val
+	}
+	if !ok || ns == "" || len(ic.Labels) == 0 {
+		return nil, failure.Newf(failure.UsageInvalid, "AF_INGRESS_CONTROLLER=%q: write NAMESPACE/LABEL=VALUE[,LABEL=VALUE...], e.g. ingress-nginx/app.kubernetes.io/name=ingress-nginx", v)
+	}
+	return ic, nil
 }
 
 // Progress writes the runtime's progress to the error stream, also with -o json (standard

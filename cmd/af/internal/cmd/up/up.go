@@ -57,6 +57,7 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 			if err != nil {
 				return err
 			}
+			envtarget.Progress(f).Printf("engine image (sidecar, gate, probe): %s", envtarget.EngineImage(f))
 			start := time.Now()
 			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Getenv: f.Getenv})
 			if err != nil {
