@@ -70,9 +70,10 @@ var (
 	Interrupted = &Entry{
 		Code:  "AF-RUN-007",
 		Title: "interrupted",
-		Exit:  130,
-		Means: "af was stopped (Ctrl-C or SIGTERM) while it was working. What it had created so far stays " +
-			"as it was: nothing is half-written, but the environment may be incomplete.",
+		Exit:  ExitFailure,
+		Means: "af was stopped (Ctrl-C or SIGTERM; the process exits with 130) while it was working. What " +
+			"it had created so far stays as it was: nothing is half-written, but the environment may be " +
+			"incomplete.",
 		Do: "Run the same command again: `af up` converges from where it stopped, `af down` finishes " +
 			"the removal.",
 	}

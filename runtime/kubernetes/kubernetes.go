@@ -210,7 +210,9 @@ func apiError(c *client, doing string, err error) error {
 // interrupted turns a cancelled context into AF-RUN-007 naming what was being done.
 func interrupted(ctx context.Context, doing string, err error) error {
 	if err != nil && ctx.Err() != nil {
-		return failure.New(failure.Interrupted, "interrupted while "+doing, err)
+		e := failure.New(failure.Interrupted, "interrupted while "+doing, err)
+		e.Status = 130 // the shell's convention for a process ended by SIGINT
+		return e
 	}
 	return err
 }
