@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -235,49 +239,59 @@ func (r *Runtime) Inventory(ctx context.Context) ([]afruntime.Resource, error) {
 	for _, ns := range nss.Items {
 		env := ns.Labels[LabelEnvironment]
 		out = append(out, afruntime.Resource{Kind: "Namespace", Name: ns.Name, Environment: env})
-		add := func(kind string, names []string) {
-			for _, n := range names {
-				out = append(out, afruntime.Resource{Kind: kind, Namespace: ns.Name, Name: n, Environment: env})
+		for _, kind := range []struct {
+			name string
+			list func() ([]metav1.Object, error)
+		}{
+			{"NetworkPolicy", func() ([]metav1.Object, error) {
+				l, err := c.cs.NetworkingV1().NetworkPolicies(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *networkingv1.NetworkPolicyList) []networkingv1.NetworkPolicy { return l.Items })
+			}},
+			{"Deployment", func() ([]metav1.Object, error) {
+				l, err := c.cs.AppsV1().Deployments(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items })
+			}},
+			{"Service", func() ([]metav1.Object, error) {
+				l, err := c.cs.CoreV1().Services(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *corev1.ServiceList) []corev1.Service { return l.Items })
+			}},
+			{"Secret", func() ([]metav1.Object, error) {
+				l, err := c.cs.CoreV1().Secrets(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *corev1.SecretList) []corev1.Secret { return l.Items })
+			}},
+			{"Job", func() ([]metav1.Object, error) {
+				l, err := c.cs.BatchV1().Jobs(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *batchv1.JobList) []batchv1.Job { return l.Items })
+			}},
+			{"Pod", func() ([]metav1.Object, error) {
+				l, err := c.cs.CoreV1().Pods(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *corev1.PodList) []corev1.Pod { return l.Items })
+			}},
+		} {
+			items, err := kind.list()
+			if err != nil {
+				return nil, apiError(c, fmt.Sprintf("listing %ss in %s", kind.name, ns.Name), err)
 			}
-		}
-		if l, err := c.cs.NetworkingV1().NetworkPolicies(ns.Name).List(ctx, sel); err == nil {
-			add("NetworkPolicy", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing policies in "+ns.Name, err)
-		}
-		if l, err := c.cs.AppsV1().Deployments(ns.Name).List(ctx, sel); err == nil {
-			add("Deployment", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing deployments in "+ns.Name, err)
-		}
-		if l, err := c.cs.CoreV1().Services(ns.Name).List(ctx, sel); err == nil {
-			add("Service", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing services in "+ns.Name, err)
-		}
-		if l, err := c.cs.CoreV1().Secrets(ns.Name).List(ctx, sel); err == nil {
-			add("Secret", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing secrets in "+ns.Name, err)
-		}
-		if l, err := c.cs.BatchV1().Jobs(ns.Name).List(ctx, sel); err == nil {
-			add("Job", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing jobs in "+ns.Name, err)
-		}
-		if l, err := c.cs.CoreV1().Pods(ns.Name).List(ctx, sel); err == nil {
-			add("Pod", namesOf(len(l.Items), func(i int) string { return l.Items[i].Name }))
-		} else {
-			return nil, apiError(c, "listing pods in "+ns.Name, err)
+			for _, o := range items {
+				out = append(out, afruntime.Resource{Kind: kind.name, Namespace: ns.Name, Name: o.GetName(), Environment: env})
+			}
 		}
 	}
 	return out, nil
 }
 
-func namesOf(n int, name func(int) string) []string {
-	out := make([]string, n)
-	for i := range n {
-		out[i] = name(i)
+// objects returns the items of a typed list as metav1.Objects.
+func objects[L any, T any, PT interface {
+	*T
+	metav1.Object
+}](l L, err error, items func(L) []T) ([]metav1.Object, error) {
+	if err != nil {
+		return nil, err
 	}
-	return out
+	list := items(l)
+	out := make([]metav1.Object, len(list))
+	for i := range list {
+		out[i] = PT(&list[i])
+	}
+	return out, nil
 }

@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -258,6 +257,27 @@ func TestUpTheExample(t *testing.T) {
 		t.Errorf("status services: %s", got)
 	}
 
+	// The inventory attributes what af made to the environment.
+	inv, err := rt.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, r := range inv {
+		if r.Environment == "shop-test" {
+			have[r.Kind+"/"+r.Name] = true
+		}
+	}
+	for _, want := range []string{"Namespace/af-env-shop-test", "Deployment/web", "Deployment/worker", "Deployment/af-sidecar", "Service/af-sidecar",
+		"Secret/af-sidecar-config", "NetworkPolicy/af-deny-all", "Job/" + firstJob(t, f, ns)} {
+		if !have[want] {
+			t.Errorf("inventory lacks %s: %v", want, have)
+		}
+	}
+	if have["Pod/"+ProbeName] {
+		t.Errorf("inventory lists a probe pod after up")
+	}
+
 	// Down, timed.
 	start = time.Now()
 	if err := rt.Down(ctx, ref); err != nil {
@@ -267,6 +287,24 @@ func TestUpTheExample(t *testing.T) {
 	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace still there after down: %v", err)
 	}
+	inv, err = rt.Inventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range inv {
+		if r.Environment == "shop-test" {
+			t.Errorf("inventory after down still has %+v", r)
+		}
+	}
+}
+
+func firstJob(t *testing.T, f *fixture, ns string) string {
+	t.Helper()
+	jobs, err := f.kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("jobs: %v", err)
+	}
+	return jobs.Items[0].Name
 }
 
 // TestReplicasAndResources: replicas become instances, all ready before up returns; sizes
@@ -315,14 +353,14 @@ func TestReplicasAndResources(t *testing.T) {
 			t.Errorf("pod %s QoS %s", p.Name, p.Status.QOSClass)
 		}
 	}
-	for name, want := range map[string]string{"memory": "limits=map[memory:48Mi] requests=map[memory:48Mi]", "plain": "limits=map[] requests=map[]"} {
+	for name, want := range map[string]string{"memory": "limits=[memory=48Mi] requests=[memory=48Mi]", "plain": "limits=[] requests=[]"} {
 		d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
 			r := c.Resources
-			if got := fmt.Sprintf("limits=%s requests=%s", list(r.Limits), list(r.Requests)); got != want {
+			if got := fmt.Sprintf("limits=%s requests=%s", rl(r.Limits), rl(r.Requests)); got != want {
 				t.Errorf("%s/%s: %s, want %s", name, c.Name, got, want)
 			}
 		}
@@ -510,15 +548,6 @@ func TestUpRefusedWithoutEnforcer(t *testing.T) {
 	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace still there after down: %v", err)
 	}
-}
-
-func list(l corev1.ResourceList) string {
-	var parts []string
-	for k, q := range l {
-		parts = append(parts, string(k)+":"+q.String())
-	}
-	sort.Strings(parts)
-	return "map[" + strings.Join(parts, " ") + "]"
 }
 
 // viaProxy asks the explicit proxy named by HTTP_PROXY (an address, as af sets it) for

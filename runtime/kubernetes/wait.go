@@ -315,50 +315,42 @@ func (r *Runtime) podLog(ctx context.Context, t *target, pod, container string, 
 	return string(b), err
 }
 
-// deletePod deletes a pod and waits until it is gone.
+// deletePod deletes a pod at once (no grace) and waits until it is gone.
 func (r *Runtime) deletePod(ctx context.Context, t *target, name string) error {
 	pods := t.c.cs.CoreV1().Pods(t.ns)
 	zero := int64(0)
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return apiError(t.c, "deleting pod "+name, err)
-	}
-	err = poll(ctx, time.Minute, func() (bool, error) {
-		_, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, apiError(t.c, "reading pod "+name, err)
-	})
-	if errors.Is(err, errTimeout) {
-		return failure.Newf(failure.TeardownIncomplete, "pod %s in %s was still there a minute after it was deleted", name, t.ns)
-	}
-	return err
+	return r.deleteAndWait(ctx, t, "pod", name, time.Minute,
+		func() error { return pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) },
+		func() error { _, err := pods.Get(ctx, name, metav1.GetOptions{}); return err })
 }
 
 // deleteJob deletes a Job and its pods and waits until it is gone.
 func (r *Runtime) deleteJob(ctx context.Context, t *target, name string) error {
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
 	fg := metav1.DeletePropagationForeground
-	err := jobs.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	return r.deleteAndWait(ctx, t, "job", name, 2*time.Minute,
+		func() error { return jobs.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}) },
+		func() error { _, err := jobs.Get(ctx, name, metav1.GetOptions{}); return err })
+}
+
+// deleteAndWait deletes one object and polls get until it reports the object not found.
+func (r *Runtime) deleteAndWait(ctx context.Context, t *target, kind, name string, timeout time.Duration, del, get func() error) error {
+	err := del()
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return apiError(t.c, "deleting job "+name, err)
+		return apiError(t.c, "deleting "+kind+" "+name, err)
 	}
-	err = poll(ctx, 2*time.Minute, func() (bool, error) {
-		_, err := jobs.Get(ctx, name, metav1.GetOptions{})
+	err = poll(ctx, timeout, func() (bool, error) {
+		err := get()
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, apiError(t.c, "reading job "+name, err)
+		return false, apiError(t.c, "reading "+kind+" "+name, err)
 	})
 	if errors.Is(err, errTimeout) {
-		return failure.Newf(failure.TeardownIncomplete, "job %s in %s was still there two minutes after it was deleted", name, t.ns)
+		return failure.Newf(failure.TeardownIncomplete, "%s %s in %s was still there %s after it was deleted", kind, name, t.ns, timeout)
 	}
 	return err
 }

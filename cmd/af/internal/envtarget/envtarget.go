@@ -60,6 +60,21 @@ func (fl *Flags) Ref(f *factory.Factory, m *manifest.Manifest) (afruntime.Ref, e
 	return ref, err
 }
 
+// Resolve reads the manifest, names the environment from the flags and builds the runtime the
+// manifest asks for: what af up, af down and af status each do first.
+func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, error) {
+	m, err := f.ValidManifest()
+	if err != nil {
+		return nil, afruntime.Ref{}, err
+	}
+	ref, err := fl.Ref(f, m)
+	if err != nil {
+		return nil, ref, err
+	}
+	rt, err := Runtime(f, m)
+	return rt, ref, err
+}
+
 // gateVars are the variables that point the gate's and the probe's routes elsewhere; af up
 // passes the ones set in its own environment to every gate and probe.
 var gateVars = []string{

@@ -22,15 +22,7 @@ then waits until it is gone. If something holds it, the error names the finalize
 environment that does not exist succeeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.ValidManifest()
-			if err != nil {
-				return err
-			}
-			ref, err := fl.Ref(f, m)
-			if err != nil {
-				return err
-			}
-			rt, err := envtarget.Runtime(f, m)
+			rt, ref, err := fl.Resolve(f)
 			if err != nil {
 				return err
 			}

@@ -25,15 +25,7 @@ that exited, and the verdict of the environment's probe. An environment that doe
 is reported as such, with exit 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.ValidManifest()
-			if err != nil {
-				return err
-			}
-			ref, err := fl.Ref(f, m)
-			if err != nil {
-				return err
-			}
-			rt, err := envtarget.Runtime(f, m)
+			rt, ref, err := fl.Resolve(f)
 			if err != nil {
 				return err
 			}

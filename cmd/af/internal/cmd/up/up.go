@@ -37,11 +37,7 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
   af up --pr 42 --repo acme/shop -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := f.ValidManifest()
-			if err != nil {
-				return err
-			}
-			ref, err := fl.Ref(f, m)
+			rt, ref, err := fl.Resolve(f)
 			if err != nil {
 				return err
 			}
@@ -52,10 +48,6 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 					return failure.Newf(failure.UsageInvalid, "--image %q: write SERVICE=REF", kv)
 				}
 				imgs[k] = v
-			}
-			rt, err := envtarget.Runtime(f, m)
-			if err != nil {
-				return err
 			}
 			envtarget.Progress(f).Printf("engine image (sidecar, gate, probe): %s", envtarget.EngineImage(f))
 			start := time.Now()
