@@ -50,7 +50,14 @@ echo "== 4. af status"
 "$af" status -f "$manifest" --env shop-demo
 
 echo
-echo "== 5. The web service, through a port-forward: it answers and reaches the worker"
+echo "== 5. The web service at its preview URL, through the cluster's ingress controller"
+url=$("$af" status -f "$manifest" --env shop-demo -o json -q | python3 -c 'import json,sys; print([s["url"] for s in json.load(sys.stdin)["services"] if s.get("url")][0])')
+host=${url#http://}; host=${host%/}
+echo "GET $url (reached at $AF_INGRESS_ADDRESS) ->"
+curl -fsS --connect-to "$host:80:$AF_INGRESS_ADDRESS" "$url"
+echo
+echo
+echo "== 6. The same service through a port-forward: it answers and reaches the worker"
 kubectl -n af-env-shop-demo port-forward svc/web 18099:8080 >"$work/pf.log" 2>&1 &
 pf=$!
 for _ in $(seq 50); do curl -fsS -o /dev/null http://127.0.0.1:18099/healthz 2>/dev/null && break; sleep 0.2; done
@@ -60,7 +67,7 @@ echo
 kill "$pf"; pf=
 
 echo
-echo "== 6. af down"
+echo "== 7. af down"
 "$af" down -f "$manifest" --env shop-demo
 echo
-echo "== demo passed (no preview URL: the example sets no runtime.domain; preview URLs come with the ingress work)"
+echo "== demo passed"

@@ -11,3 +11,6 @@ afcluster image "$web_image" "$work/shop-web"
 afcluster image "$worker_image" "$work/shop-worker"
 # Where the probe and the gates try to get out: the test cluster's fake internet.
 export AF_GATE_PUBLIC_TCP=198.51.100.10:80 AF_GATE_PUBLIC_DNS=198.51.100.53:53 AF_GATE_METADATA=169.254.77.1:80
+# The test cluster's ingress controller: Traefik's pods (let in to web services) and where it
+# listens on this machine (preview hosts do not resolve here); plain HTTP.
+export AF_INGRESS_CONTROLLER=af-ingress/app.kubernetes.io/name=traefik AF_INGRESS_ADDRESS=127.0.0.1:18080 AF_URL_SCHEME=http

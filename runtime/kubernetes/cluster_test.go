@@ -3,6 +3,9 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +114,10 @@ func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 			"AF_GATE_METADATA":   fx.h.Internet.Metadata,
 		},
 		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) },
+		// Preview hosts do not resolve here: they are reached where Traefik listens.
+		IngressController: &IngressController{Namespace: "af-ingress", Labels: map[string]string{"app.kubernetes.io/name": "traefik"}},
+		IngressAddress:    fx.h.IngressHTTP,
+		URLScheme:         "http",
 	}
 	for _, m := range mod {
 		m(&o)
@@ -319,4 +326,23 @@ func requireEnforcer(t *testing.T, h *testcluster.Handle) {
 	if h.Enforcer != testcluster.EnforcerKubeRouter {
 		t.Skipf("SKIPPED: the cluster runs without an enforcer (%s); TestUpRefusedWithoutEnforcer covers it", h.Enforcer)
 	}
+}
+
+// viaIngress GETs url from this machine through the cluster's ingress controller.
+func (fx *fixture) viaIngress(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctxFor(t, 10*time.Second), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, fx.h.IngressHTTP)
+	}}}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s through %s: %v", url, fx.h.IngressHTTP, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, string(body)
 }

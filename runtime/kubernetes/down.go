@@ -17,8 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -184,6 +186,11 @@ func (r *Runtime) Status(ctx context.Context, ref afruntime.Ref) (*afruntime.Sta
 				if w := cs.State.Waiting; w != nil && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
 					s.Reason = w.Reason
 				}
+			}
+		}
+		if svc := ref.Manifest.Services[name]; svc != nil && ref.Manifest.Runtime.Domain != "" && manifest.KindOf(svc) == "web" && svc.Port > 0 {
+			if host, err := envid.PreviewHost(t.id, name, ref.Manifest.Runtime.Domain); err == nil {
+				s.URL = r.opts.URLScheme + "://" + host + "/"
 			}
 		}
 		switch {

@@ -55,6 +55,12 @@ type Options struct {
 	// IngressController names the ingress controller's pods, let in to web services when the
 	// manifest sets a domain.
 	IngressController *IngressController
+	// URLScheme is the scheme of preview URLs (default https).
+	URLScheme string
+	// IngressAddress, when set, is where preview URLs are reached (host:port), whatever their
+	// host resolves to: the ingress controller's address, for clusters whose preview domain
+	// does not resolve from where af runs (the local test cluster: 127.0.0.1:18080).
+	IngressAddress string
 	// Timeouts; zero uses the defaults.
 	SidecarTimeout, ProbeTimeout, MigrationTimeout, ReadyTimeout, DownTimeout time.Duration
 	// Progress receives what the runtime is doing.
@@ -103,6 +109,9 @@ func New(o Options) *Runtime {
 	def(&o.MigrationTimeout, 10*time.Minute)
 	def(&o.ReadyTimeout, 5*time.Minute)
 	def(&o.DownTimeout, 3*time.Minute)
+	if o.URLScheme == "" {
+		o.URLScheme = "https"
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -112,10 +121,10 @@ func New(o Options) *Runtime {
 // Name returns "kubernetes".
 func (r *Runtime) Name() string { return Name }
 
-// Capabilities of the Kubernetes runtime. Preview URLs come with the ingress work; the
-// sidecar's log and inbox need a port-forward that is not built yet.
+// Capabilities of the Kubernetes runtime. The sidecar's log and inbox need a port-forward
+// that is not built yet.
 func (r *Runtime) Capabilities() afruntime.Capabilities {
-	return afruntime.Capabilities{Replicas: true, Resources: true, Migrations: true}
+	return afruntime.Capabilities{Ingress: true, Replicas: true, Resources: true, Migrations: true}
 }
 
 // contextFor picks the kubeconfig context: the manifest's, else --context, else current.

@@ -575,6 +575,31 @@ func (e *env) service(name string, s *manifest.Service) *corev1.Service {
 }
 
 // specHash is a digest of an object's JSON form: equal specs, equal hashes.
+// ingress publishes a web service at its preview host.
+func (e *env) ingress(name string, s *manifest.Service, host string) *networkingv1.Ingress {
+	prefix := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{
+		ObjectMeta: meta(name, e.Namespace, e.labels(RoleService, name)),
+		Spec: networkingv1.IngressSpec{
+			Rules: []networkingv1.IngressRule{{
+				Host: host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{
+						Path: "/", PathType: &prefix,
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+							Name: name, Port: networkingv1.ServiceBackendPort{Number: int32(s.Port)},
+						}},
+					}},
+				}},
+			}},
+		},
+	}
+	if c := e.Manifest.Runtime.IngressClass; c != "" {
+		ing.Spec.IngressClassName = &c
+	}
+	return ing
+}
+
 // instanceSelector selects a service's instances, and not its migration or the probe.
 func instanceSelector(name string) map[string]string {
 	return map[string]string{LabelRole: RoleService, LabelService: name, LabelWorkload: WorkloadService}

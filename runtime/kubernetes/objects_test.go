@@ -295,3 +295,17 @@ func TestHolding(t *testing.T) {
 		t.Errorf("holding without conditions: %q", got)
 	}
 }
+
+func TestIngress(t *testing.T) {
+	e := testEnv()
+	ing := e.ingress("web", e.Manifest.Services["web"], "shop-pr-1-web.preview.example")
+	r := ing.Spec.Rules[0]
+	b := r.HTTP.Paths[0].Backend.Service
+	if r.Host != "shop-pr-1-web.preview.example" || b.Name != "web" || b.Port.Number != 8080 || *r.HTTP.Paths[0].PathType != "Prefix" || ing.Spec.IngressClassName != nil {
+		t.Errorf("ingress: %+v", ing.Spec)
+	}
+	e.Manifest.Runtime.IngressClass = "nginx"
+	if c := e.ingress("web", e.Manifest.Services["web"], "h").Spec.IngressClassName; c == nil || *c != "nginx" {
+		t.Errorf("ingress class not applied: %v", c)
+	}
+}

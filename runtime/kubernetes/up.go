@@ -3,8 +3,11 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/manifest"
@@ -58,6 +62,12 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	p := r.opts.Progress
 
 	start := time.Now()
+	if err := r.preflight(ctx, t); err != nil {
+		return nil, err
+	}
+	phase("capacity preflight", start)
+
+	start = time.Now()
 	if err := r.ensureNamespace(ctx, t, spec); err != nil {
 		return nil, err
 	}
@@ -100,6 +110,16 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return res, err
 	}
 	phase("services", start)
+
+	start = time.Now()
+	urls, err := r.publish(ctx, t, e)
+	res.URLs = urls
+	if err != nil {
+		return res, err
+	}
+	if len(urls) > 0 {
+		phase("preview URLs", start)
+	}
 	st, err := r.Status(ctx, spec.Ref)
 	if err != nil {
 		return res, err
@@ -436,4 +456,90 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// publish gives every web service an Ingress at its preview host and waits until each URL
+// (with its health path) stops answering 404, 502, 503 or 504: pods being ready does not mean
+// the ingress controller routes to them yet. Redirects are never followed.
+func (r *Runtime) publish(ctx context.Context, t *target, e *env) (map[string]string, error) {
+	domain := t.m.Runtime.Domain
+	if domain == "" {
+		r.opts.Progress.Printf("no runtime.domain: no Ingress and no preview URL")
+		return nil, nil
+	}
+	urls := map[string]string{}
+	for _, name := range sortedKeys(t.m.Services) {
+		s := t.m.Services[name]
+		if manifest.KindOf(s) != "web" || s.Port == 0 {
+			continue
+		}
+		host, err := envid.PreviewHost(t.id, name, domain)
+		if err != nil {
+			return urls, err
+		}
+		ing := e.ingress(name, s, host)
+		if _, err := apply(ctx, t.c, t.c.cs.NetworkingV1().Ingresses(t.ns), "networking.k8s.io/v1", "Ingress", name, ing); err != nil {
+			return urls, err
+		}
+		u := r.opts.URLScheme + "://" + host + "/"
+		urls[name] = u
+		check := strings.TrimSuffix(u, "/") + s.HealthPath
+		if s.HealthPath == "" {
+			check = u
+		}
+		r.opts.Progress.Printf("service %s: published at %s; waiting until %s answers", name, u, check)
+		if err := r.waitURL(ctx, name, check); err != nil {
+			return urls, err
+		}
+	}
+	return urls, nil
+}
+
+// waitURL polls url until it answers with anything but 404, 502, 503 or 504.
+func (r *Runtime) waitURL(ctx context.Context, service, url string) error {
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	client := &http.Client{
+		Timeout: 5 * time.Second,
+		Transport: &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if r.opts.IngressAddress != "" {
+					addr = r.opts.IngressAddress // the preview host, reached where the controller listens
+				}
+				return dialer.DialContext(ctx, network, addr)
+			},
+			DisableKeepAlives: true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	last := "no answer yet"
+	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
+		r.opts.Progress.Printf("  %s: %s (%s)", service, last, el)
+	})
+	defer stop()
+	err := poll(ctx, r.opts.ReadyTimeout, func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, failure.Newf(failure.Internal, "preview URL %s: %v", url, err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		last = resp.Status
+		switch resp.StatusCode {
+		case http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return false, nil
+		}
+		r.opts.Progress.Printf("  %s: %s answered %s", service, url, resp.Status)
+		return true, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return failure.Newf(failure.NotReady, "%s: the preview URL %s did not answer within %s (last: %s); the pods are ready, so the ingress controller does not route to them", service, url, r.opts.ReadyTimeout, last).
+			WithHint("Check that the ingress controller serves this Ingress class and that AF_INGRESS_CONTROLLER names its pods, so the environment's policy lets it in.")
+	}
+	return err
 }

@@ -74,6 +74,14 @@ func TestUpTheExample(t *testing.T) {
 		}
 	}
 
+	// The preview URL answers through the ingress controller, and reaches the worker.
+	if u := res.URLs["web"]; u != "http://shop-test-web.preview.af.test/" || len(res.URLs) != 1 {
+		t.Errorf("preview URLs: %v", res.URLs)
+	}
+	if code, body := f.viaIngress(t, res.URLs["web"]); code != 200 || !strings.Contains(body, `"worker":{"instance":"worker-`) {
+		t.Errorf("GET %s: %d %s", res.URLs["web"], code, body)
+	}
+
 	// The namespace: managed, labelled, expiring; the policies; one sidecar.
 	nsObj, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
@@ -102,7 +110,7 @@ func TestUpTheExample(t *testing.T) {
 			}
 		}
 	}
-	if got := joinSorted(names); got != "af-deny-all, af-services, af-sidecar-egress, af-sidecar-ingress" {
+	if got := joinSorted(names); got != "af-deny-all, af-ingress-controller, af-services, af-sidecar-egress, af-sidecar-ingress" {
 		t.Errorf("policies: %s", got)
 	}
 	sc, err := f.kube.AppsV1().Deployments(ns).Get(ctx, SidecarName, metav1.GetOptions{})
@@ -137,13 +145,25 @@ func TestUpTheExample(t *testing.T) {
 	}
 
 	// A second environment, to be unreachable from the first.
+	// Its "page" answers 404 at / and 200 at its health path: published, it is ready by the
+	// health path.
 	other := small(t, map[string]*manifest.Service{
-		"echo": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}},
+		"echo": {Kind: "worker", Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}},
+		"page": {Port: 8080, HealthPath: "/healthz", Command: manifest.Command{Shell: "mkdir -p /tmp/www && echo ok > /tmp/www/healthz && exec busybox httpd -f -p 8080 -h /tmp/www"}},
 	})
+	other.Runtime.Domain = "preview.af.test"
 	otherRef := afruntime.Ref{ID: "shop-test-other", Manifest: other}
 	down(t, rt, otherRef)
-	if _, err := rt.Up(ctx, afruntime.Spec{Ref: otherRef}); err != nil {
+	otherRes, err := rt.Up(ctx, afruntime.Spec{Ref: otherRef})
+	if err != nil {
 		t.Fatalf("second environment: %v", err)
+	}
+	pageURL := otherRes.URLs["page"]
+	if code, _ := f.viaIngress(t, pageURL); code != 404 {
+		t.Errorf("GET %s: %d, want the 404 the health path was needed for", pageURL, code)
+	}
+	if code, body := f.viaIngress(t, pageURL+"healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("GET %shealthz: %d %q", pageURL, code, body)
 	}
 	otherNS := "af-env-shop-test-other"
 	otherSvc, err := f.kube.CoreV1().Services(otherNS).Get(ctx, "echo", metav1.GetOptions{})
@@ -322,6 +342,13 @@ func TestReplicasAndResources(t *testing.T) {
 	})
 	ref := afruntime.Ref{ID: "sizes-test", Manifest: m}
 	down(t, rt, ref)
+	defer func() {
+		// No domain: no Ingress and no URL.
+		ings, err := f.kube.NetworkingV1().Ingresses("af-env-sizes-test").List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(ings.Items) != 0 {
+			t.Errorf("ingresses without a domain: %v %d", err, len(ings.Items))
+		}
+	}()
 	// Interrupted part way (during the probe or the services): AF-RUN-007, and the next up
 	// converges from what the first one left.
 	short, cancel := context.WithTimeout(ctx, 4*time.Second)
@@ -330,8 +357,12 @@ func TestReplicasAndResources(t *testing.T) {
 	if failure.CodeOf(err) != failure.Interrupted.Code {
 		t.Fatalf("up cancelled after 4s: want AF-RUN-007, got %v", err)
 	}
-	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
+	sizesRes, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(sizesRes.URLs) != 0 {
+		t.Errorf("URLs without a domain: %v", sizesRes.URLs)
 	}
 	ns := "af-env-sizes-test"
 	d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "sized", metav1.GetOptions{})

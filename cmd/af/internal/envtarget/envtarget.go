@@ -106,6 +106,11 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 		GateEnv:    gateEnv,
 		Progress:   Progress(f),
 	}
+	o.URLScheme = f.Getenv("AF_URL_SCHEME")
+	if o.URLScheme != "" && o.URLScheme != "http" && o.URLScheme != "https" {
+		return nil, failure.Newf(failure.UsageInvalid, "AF_URL_SCHEME=%q: http or https", o.URLScheme)
+	}
+	o.IngressAddress = f.Getenv("AF_INGRESS_ADDRESS")
 	if v := f.Getenv("AF_CLUSTER_RESOLVER"); v != "" {
 		o.Resolver = v
 	}

@@ -55,8 +55,14 @@ func write(f *factory.Factory, st *afruntime.Status) {
 		fmt.Fprintf(w, ", expires %s", st.ExpiresAt.Format("2006-01-02 15:04 MST"))
 	}
 	fmt.Fprintln(w)
+	urls := map[string]string{}
+	for _, s := range st.Services {
+		if s.URL != "" {
+			urls[s.Name] = s.URL
+		}
+	}
 	if st.Probe != nil {
-		up.Write(w, &afruntime.Result{Probe: st.Probe, Services: st.Services})
+		up.Write(w, &afruntime.Result{Probe: st.Probe, Services: st.Services, URLs: urls})
 		return
 	}
 	fmt.Fprintln(w, "probe: no verdict recorded")

@@ -5,6 +5,7 @@ package up
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -76,11 +77,17 @@ func Write(w io.Writer, res *afruntime.Result) {
 	writeProbe(w, res.Probe)
 	fmt.Fprintln(w)
 	WriteServices(w, res.Services)
+	fmt.Fprintln(w)
 	if len(res.URLs) == 0 {
-		fmt.Fprintln(w, "\nno preview URL: the manifest sets no runtime.domain")
+		fmt.Fprintln(w, "no preview URL: the manifest sets no runtime.domain")
 	}
-	for svc, u := range res.URLs {
-		fmt.Fprintf(w, "%s: %s\n", svc, u)
+	names := make([]string, 0, len(res.URLs))
+	for svc := range res.URLs {
+		names = append(names, svc)
+	}
+	sort.Strings(names)
+	for _, svc := range names {
+		fmt.Fprintf(w, "preview URL of %s: %s\n", svc, res.URLs[svc])
 	}
 }
 

@@ -1,0 +1,160 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// TestPreflightOnTheCluster: the capacity preflight against the real cluster's nodes and pods:
+// an instance larger than any node and a set too large in total are refused with AF-RUN-047
+// before anything is created; a big node added to the cluster counts only while it is
+// schedulable and Ready; an identity that may not list nodes is let through, and says so.
+func TestPreflightOnTheCluster(t *testing.T) {
+	f := setup(t)
+	ctx := ctxFor(t, 5*time.Minute)
+	rt := f.runtime(t)
+	sized := func(cpu string, replicas int) *manifest.Manifest {
+		return small(t, map[string]*manifest.Service{"big": {Replicas: replicas, Resources: &manifest.Resources{CPU: manifest.Quantity(cpu)}}})
+	}
+
+	for _, c := range []struct {
+		name     string
+		cpu      string
+		replicas int
+		want     string
+	}{
+		{"larger than any node", "48", 1, "one instance of big needs 48 of cpu"},
+		{"fits a node, not the total", "500m", 20, "needs 10050m of cpu in all"},
+	} {
+		ref := afruntime.Ref{ID: "preflight-test", Manifest: sized(c.cpu, c.replicas)}
+		_, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+		if failure.CodeOf(err) != failure.CapacityShort.Code || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: want AF-RUN-047 saying %q, got %v", c.name, c.want, err)
+		}
+		t.Logf("%s: %v", c.name, err)
+		if _, err := f.kube.CoreV1().Namespaces().Get(ctx, "af-env-preflight-test", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: the namespace was created: %v", c.name, err)
+		}
+	}
+
+	// A big node, added by hand: it counts only while schedulable and Ready.
+	big := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "af-test-big-node", Labels: map[string]string{"af.test/fake": "true"}},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+		},
+	}
+	nodes := f.kube.CoreV1().Nodes()
+	created, err := nodes.Create(ctx, big, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nodes.Delete(context.Background(), big.Name, metav1.DeleteOptions{}) })
+	if created.Status.Allocatable.Cpu().Value() != 64 {
+		created.Status = big.Status
+		if created, err = nodes.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec := afruntime.Spec{Ref: afruntime.Ref{ID: "preflight-test", Manifest: sized("48", 1)}}
+	if err := rt.Preflight(ctx, spec); err != nil {
+		t.Fatalf("with a Ready, schedulable 64-CPU node: %v", err)
+	}
+	cordon := func(on bool) {
+		n, err := nodes.Get(ctx, big.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Unschedulable = on
+		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cordon(true)
+	if err := rt.Preflight(ctx, spec); failure.CodeOf(err) != failure.CapacityShort.Code || !strings.Contains(err.Error(), "af-test-big-node (cordoned)") {
+		t.Errorf("cordoned big node: want AF-RUN-047 naming it left out, got %v", err)
+	}
+	cordon(false)
+	n, err := nodes.Get(ctx, big.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Preflight(ctx, spec); failure.CodeOf(err) != failure.CapacityShort.Code || !strings.Contains(err.Error(), "af-test-big-node (not ready)") {
+		t.Errorf("NotReady big node: want AF-RUN-047 naming it left out, got %v", err)
+	}
+
+	// An identity with a namespace-scoped Role only, impersonated: it may not list nodes.
+	ns := "af-preflight-rbac"
+	if _, err := f.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if _, err := f.kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "limited"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"get", "list"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + ns + ":limited"
+	if _, err := f.kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "limited"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "limited"},
+		Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(f.h.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+		a.ImpersonateGroups = []string{"system:authenticated"}
+	}
+	limited := filepath.Join(t.TempDir(), "limited.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, limited); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var said []string
+	lrt := f.runtime(t, func(o *Options) {
+		o.Kubeconfig = limited
+		o.Progress = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			said = append(said, fmt.Sprintf(format, args...))
+		}
+	})
+	if err := lrt.Preflight(ctx, spec); err != nil {
+		t.Fatalf("forbidden to list nodes: want the environment let through, got %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(strings.Join(said, "\n"), "capacity preflight skipped: context") || !strings.Contains(strings.Join(said, "\n"), "may not list nodes") {
+		t.Errorf("no progress message about the skipped preflight: %q", said)
+	}
+	_ = os.Remove(limited)
+}
