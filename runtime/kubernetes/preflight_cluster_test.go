@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
@@ -80,12 +82,8 @@ func TestPreflightOnTheCluster(t *testing.T) {
 		t.Fatalf("with a Ready, schedulable 64-CPU node: %v", err)
 	}
 	cordon := func(on bool) {
-		n, err := nodes.Get(ctx, big.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Spec.Unschedulable = on
-		if _, err := nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+		if _, err := nodes.Patch(ctx, big.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,12 +92,17 @@ func TestPreflightOnTheCluster(t *testing.T) {
 		t.Errorf("cordoned big node: want AF-RUN-047 naming it left out, got %v", err)
 	}
 	cordon(false)
-	n, err := nodes.Get(ctx, big.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// The node controller writes this node too (taints, its own view of Ready): retry on
+	// conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, big.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "Test", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.Preflight(ctx, spec); failure.CodeOf(err) != failure.CapacityShort.Code || !strings.Contains(err.Error(), "af-test-big-node (not ready)") {

@@ -61,7 +61,8 @@ func TestUpTheExample(t *testing.T) {
 	if sidecarReady.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstService.IsZero() {
 		t.Fatalf("missing events: sidecar ready %v, probe added %v, probe deleted %v, first service pod %v", sidecarReady, probeAdded, probeDeleted, firstService)
 	}
-	if !sidecarReady.Before(probeAdded) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) {
+	// (Seen by listing every 100 ms: two events in one listing share a time.)
+	if probeAdded.Before(sidecarReady) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) {
 		t.Errorf("order: sidecar ready %s, probe added %s, probe deleted %s, first service pod %s",
 			sidecarReady.Format(time.StampMilli), probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstService.Format(time.StampMilli))
 	}
@@ -104,8 +105,9 @@ func TestUpTheExample(t *testing.T) {
 		names = append(names, p.Name)
 		for _, rule := range p.Spec.Ingress {
 			for _, peer := range rule.From {
-				if peer.NamespaceSelector != nil {
-					t.Errorf("policy %s admits by namespace selector", p.Name)
+				// Only the ingress controller comes from another namespace, and only its pods.
+				if peer.NamespaceSelector != nil && (p.Name != PolicyIngressCtl || peer.PodSelector == nil || len(peer.PodSelector.MatchLabels) == 0) {
+					t.Errorf("policy %s admits by namespace selector: %+v", p.Name, peer)
 				}
 			}
 		}
