@@ -187,6 +187,9 @@ func format(dim string, v int64) string {
 	if dim == "cpu" {
 		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
 	}
+	if v >= 1<<20 && v%(1<<20) != 0 {
+		v -= v % (1 << 20) // whole MiB: what is free is never exact anyway
+	}
 	return resource.NewQuantity(v, resource.BinarySI).String()
 }
 
