@@ -18,7 +18,7 @@ FUZZTIME  ?= 5m
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar bench-up fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar bench-up bench-publish fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -79,6 +79,9 @@ fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing
 
 bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster)
 	@./hack/bench-up.sh
+
+bench-publish: build ## a cold publish to the local registry by af next to crane push of the same image
+	@./hack/bench-publish.sh
 
 demo: build ## a local cluster, the example up (probe verdict, status, its web answering), then down
 	@./hack/demo.sh

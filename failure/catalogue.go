@@ -164,6 +164,16 @@ var (
 		Do: "Change the manifest as the message says (for example, a database the environment can " +
 			"reach instead of a container on this machine), or use a runtime that can.",
 	}
+	ImagePublish = &Entry{
+		Code:  "AF-RUN-046",
+		Title: "image could not be published",
+		Exit:  ExitFailure,
+		Means: "af could not make a service image pullable by the cluster: the registry refused the push " +
+			"(credentials, permissions, a name it will not take) or was unreachable, or the node import " +
+			"failed. No pod was started with that image.",
+		Do: "Read the registry's or the tool's answer af shows. Check the credentials in your docker " +
+			"config (or the platform's keychain) for runtime.registry, then run `af up` again.",
+	}
 	NamespaceNotOurs = &Entry{
 		Code:  "AF-RUN-045",
 		Title: "namespace not created by af",
@@ -226,7 +236,7 @@ func Catalogue() []*Entry {
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
-		NamespaceNotOurs, CapacityShort, ClusterLacks,
+		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks,
 		SidecarConfigInvalid, SidecarListen,
 		Internal,
 	}

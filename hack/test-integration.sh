@@ -19,6 +19,7 @@ afcluster ensure -enforcer kube-router
 AF_TESTCLUSTER=1 gotest ./testcluster/...
 AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
 AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
+AF_TESTCLUSTER=1 gotest ./images/
 AF_TESTCLUSTER=1 gotest ./runtime/...
 
 echo "== 2. the same cluster without an enforcer (negative control)"

@@ -67,6 +67,10 @@ type Spec struct {
 	// Images maps each service to the image reference the runtime can run. Services with
 	// image: in the manifest default to it.
 	Images map[string]string
+	// Archives maps services to docker archives (docker save) the runtime publishes where the
+	// cluster can pull them (a registry, or the nodes of a kind or k3d cluster) before any pod
+	// asks; the published reference then overrides Images.
+	Archives map[string]string
 	// Env is af's own environment (os.Getenv), read for database.url_from.
 	Getenv func(string) string
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 	sidecarconfig "github.com/antifailure/af/sidecar/config"
@@ -33,7 +35,14 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	if err := r.refuse(spec); err != nil {
 		return nil, err
 	}
-	images, err := imagesFor(spec)
+	given := map[string]string{}
+	for k, v := range spec.Images {
+		given[k] = v
+	}
+	for k := range spec.Archives {
+		given[k] = "archive" // published below, once the context is known
+	}
+	images, err := imagesFor(afruntime.Spec{Ref: spec.Ref, Images: given})
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +75,14 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return nil, err
 	}
 	phase("capacity preflight", start)
+
+	if len(spec.Archives) > 0 {
+		start = time.Now()
+		if err := r.publishImages(ctx, t, spec.Archives, images); err != nil {
+			return nil, err
+		}
+		phase("images", start)
+	}
 
 	start = time.Now()
 	if err := r.ensureNamespace(ctx, t, spec); err != nil {
@@ -456,6 +473,39 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// publishImages makes every archive pullable by the cluster and records the reference.
+func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs map[string]string) error {
+	registry := t.m.Runtime.Registry
+	host, _, _ := strings.Cut(registry, "/")
+	h, _, _ := net.SplitHostPort(host)
+	if h == "" {
+		h = host
+	}
+	ip := net.ParseIP(h)
+	pub, err := images.For(images.Options{
+		Context: t.c.context, Registry: registry,
+		Insecure: h == "localhost" || ip != nil && ip.IsLoopback(), // a registry on this machine speaks plain HTTP
+		Progress: r.opts.Progress,
+	})
+	if err != nil {
+		return err
+	}
+	r.opts.Progress.Printf("images: publishing %d to %s", len(archives), pub.Target())
+	for _, name := range sortedKeys(archives) {
+		img, err := tarball.ImageFromPath(archives[name], nil)
+		if err != nil {
+			return failure.Newf(failure.UsageInvalid, "the image archive of %s (%s) is not a docker archive: %v", name, archives[name], err)
+		}
+		p, err := pub.Publish(ctx, img, t.m.Name+"/"+name)
+		if err != nil {
+			return err
+		}
+		refs[name] = p.Ref
+		r.opts.Progress.Printf("images: %s is %s (%d bytes uploaded, %d of them layers)", name, p.Ref, p.Uploaded, p.LayerBytes)
+	}
+	return nil
 }
 
 // publish gives every web service an Ingress at its preview host and waits until each URL

@@ -3,7 +3,9 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -627,5 +629,56 @@ func TestNotReadyReasons(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUpPublishesArchives: a service given as a docker archive is pushed to runtime.registry
+// (the cluster's registry on loopback), deployed by digest and pulled by the node; a second up
+// uploads nothing.
+func TestUpPublishesArchives(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	var said []string
+	var mu sync.Mutex
+	rt := f.runtime(t, func(o *Options) {
+		o.Progress = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			said = append(said, fmt.Sprintf(format, args...))
+			t.Logf("af: "+format, args...)
+		}
+	})
+	archive := filepath.Join(t.TempDir(), "app.tar")
+	if err := f.h.WriteTestImage(ctx, archive, "af.test/archive-app:1", "AF_TEST_BUILD=archive"); err != nil {
+		t.Fatal(err)
+	}
+	m := small(t, map[string]*manifest.Service{"app": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}}})
+	m.Services["app"].Image = ""
+	m.Runtime.Registry = f.h.Registry + "/af-e2e"
+	ref := afruntime.Ref{ID: "archive-test", Manifest: m}
+	down(t, rt, ref)
+	spec := afruntime.Spec{Ref: ref, Archives: map[string]string{"app": archive}}
+	if _, err := rt.Up(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.kube.AppsV1().Deployments("af-env-archive-test").Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := d.Spec.Template.Spec.Containers[0].Image
+	if !strings.HasPrefix(image, f.h.Registry+"/af-e2e/small/app@sha256:") {
+		t.Errorf("deployed %q, not by digest from the registry", image)
+	}
+	mu.Lock()
+	said = nil
+	mu.Unlock()
+	if _, err := rt.Up(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(strings.Join(said, "\n"), "images: app is "+image+" (0 bytes uploaded, 0 of them layers)") {
+		t.Errorf("second up did not publish the unchanged image for free:\n%s", strings.Join(said, "\n"))
 	}
 }

@@ -21,7 +21,7 @@ import (
 // NewCmdUp returns `af up`.
 func NewCmdUp(f *factory.Factory) *cobra.Command {
 	var fl envtarget.Flags
-	var images []string
+	var images, archives []string
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring an environment up: namespace, policies, sidecar, probe, services",
@@ -32,7 +32,8 @@ then the services behind the gate, waiting until every instance is ready. Runnin
 converges; it never creates duplicates.
 
 Images: services with image: run that image; services built from source need --image
-SERVICE=REF naming an image the cluster can pull (this build does not build or publish images).
+SERVICE=REF naming an image the cluster can pull, or --image-archive SERVICE=PATH naming a
+docker archive af publishes first (this build does not run docker build itself).
 The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`,
 		Example: `  af up --env demo --image web=registry.local/web@sha256:...
   af up --pr 42 --repo acme/shop -o json`,
@@ -42,17 +43,17 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 			if err != nil {
 				return err
 			}
-			imgs := map[string]string{}
-			for _, kv := range images {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" || v == "" {
-					return failure.Newf(failure.UsageInvalid, "--image %q: write SERVICE=REF", kv)
-				}
-				imgs[k] = v
+			imgs, err := pairs("--image", "SERVICE=REF", images)
+			if err != nil {
+				return err
+			}
+			tars, err := pairs("--image-archive", "SERVICE=PATH", archives)
+			if err != nil {
+				return err
 			}
 			envtarget.Progress(f).Printf("engine image (sidecar, gate, probe): %s", envtarget.EngineImage(f))
 			start := time.Now()
-			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Getenv: f.Getenv})
+			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Archives: tars, Getenv: f.Getenv})
 			if err != nil {
 				if res != nil && res.Probe != nil && !f.IO.JSON() {
 					writeProbe(f.IO.Out, res.Probe)
@@ -68,8 +69,25 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 		},
 	}
 	fl.Add(cmd)
-	cmd.Flags().StringArrayVar(&images, "image", nil, "SERVICE=REF: the image a service runs (repeatable)")
+	cmd.Flags().StringArrayVar(&images, "image", nil, "SERVICE=REF: the image a service runs, already pullable by the cluster (repeatable)")
+	cmd.Flags().StringArrayVar(&archives, "image-archive", nil, "SERVICE=PATH: a docker archive (docker save) af publishes for the service: pushed to runtime.registry and deployed by digest, or imported into the nodes of a kind-/k3d- context (repeatable)")
 	return cmd
+}
+
+// pairs reads repeated KEY=VALUE flags.
+func pairs(flag, form string, values []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range values {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || v == "" {
+			return nil, failure.Newf(failure.UsageInvalid, "%s %q: write %s", flag, kv, form)
+		}
+		if _, dup := out[k]; dup {
+			return nil, failure.Newf(failure.UsageInvalid, "%s names %s twice", flag, k)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 // Write prints an Up result: the probe's verdict, then each service.

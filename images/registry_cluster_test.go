@@ -1,0 +1,93 @@
+package images
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/antifailure/af/testcluster"
+)
+
+func mustRandom(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := random.Image(1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestPublishToTheLocalRegistry pushes to the test cluster's registry (Debian's
+// docker-registry on loopback): by digest, a second publish of the same image uploads no layer
+// bytes, and a pod on the cluster pulls the published reference and runs it.
+func TestPublishToTheLocalRegistry(t *testing.T) {
+	h := testcluster.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	reg, err := NewRegistry(h.Registry+"/af-test", true, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := mustRandom(t)
+	first, err := reg.Publish(ctx, img, "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := img.Digest()
+	if first.Ref != h.Registry+"/af-test/random@"+digest.String() {
+		t.Errorf("ref %s is not by digest", first.Ref)
+	}
+	if first.LayerBytes < 2<<20 {
+		t.Errorf("first publish uploaded %d layer bytes, want at least the 2 MiB of layers", first.LayerBytes)
+	}
+	second, err := reg.Publish(ctx, img, "random")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.LayerBytes != 0 || second.Ref != first.Ref {
+		t.Errorf("second publish: %d layer bytes, ref %s", second.LayerBytes, second.Ref)
+	}
+	t.Logf("first publish: %d bytes (%d of layers); second: %d bytes (%d of layers)", first.Uploaded, first.LayerBytes, second.Uploaded, second.LayerBytes)
+
+	// Pods pull it by digest and run it: the test image (busybox, aftool), published.
+	archive := filepath.Join(t.TempDir(), "test.tar")
+	if err := h.WriteTestImage(ctx, archive, "af.test/publish-me:1"); err != nil {
+		t.Fatal(err)
+	}
+	runnable, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := reg.Publish(ctx, runnable, "runnable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("af-publish-%d", time.Now().UnixNano()%100000)
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - {name: main, image: %q, imagePullPolicy: Always, command: [sh, -c, "echo pulled by digest"]}
+`, name, pub.Ref)
+	if _, err := h.Kubectl(ctx, pod, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Kubectl(context.Background(), "", "delete", "pod", name, "--wait=false") }()
+	if _, err := h.Kubectl(ctx, "", "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.Kubectl(ctx, "", "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].imageID}")
+	if err != nil || !strings.HasSuffix(out, pub.Ref[strings.Index(pub.Ref, "@")+1:]) {
+		t.Errorf("the pod ran %q, want the published digest %s (%v)", out, pub.Ref, err)
+	}
+}
