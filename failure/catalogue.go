@@ -77,6 +77,16 @@ var (
 		Do: "Run the same command again: `af up` converges from where it stopped, `af down` finishes " +
 			"the removal.",
 	}
+	BuildFailed = &Entry{
+		Code:  "AF-RUN-008",
+		Title: "image could not be built",
+		Exit:  ExitFailure,
+		Means: "A service's image could not be built: no container daemon answered, the build failed, " +
+			"or it ran out of time. Nothing was created in the cluster.",
+		Do: "Read the build's last lines af shows and fix the Dockerfile or its context; or start a " +
+			"container daemon (DOCKER_HOST names it); or build the image yourself and pass --image or " +
+			"--image-archive.",
+	}
 	ManifestUnreadable = &Entry{
 		Code:  "AF-RUN-010",
 		Title: "manifest not found or unreadable",
@@ -232,7 +242,7 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
-		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted,
+		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted, BuildFailed,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,

@@ -4,16 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/testcluster"
 	"github.com/antifailure/af/version"
 )
@@ -40,21 +37,7 @@ func TestGatedPodsOnTheCluster(t *testing.T) {
 	}
 
 	// The engine image, built from this tree and imported into the node.
-	bin := filepath.Join(t.TempDir(), "af")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "../cmd/af")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	img, err := engine.ImageFromFile(bin, version.EngineDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(t.TempDir(), "engine.tar")
-	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.ImportImage(ctx, archive); err != nil {
+	if err := h.ImportEngineImage(ctx, ".."); err != nil {
 		t.Fatal(err)
 	}
 

@@ -4,10 +4,11 @@
 set -euo pipefail
 declare -A pkg=(
   [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs
+  [dockerd]=docker.io
   [squid]=squid [tinyproxy]=tinyproxy [dnsmasq]=dnsmasq-base [dnsperf]=dnsperf [hey]=hey
 )
 case "${1:-test}" in
-  test)  want=(curl dig ip nft node) ;;
+  test)  want=(curl dig ip nft node dockerd) ;;
   bench) want=(curl ip squid tinyproxy dnsmasq dnsperf hey) ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac
@@ -21,6 +22,13 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 echo "installing ${missing[*]}"
+# Package scripts must not start services (docker.io would start a daemon with its own
+# iptables and masquerade rules): a policy-rc.d that refuses, unless one is already there.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -12,7 +12,11 @@ export PATH=/usr/local/go/bin:$PATH
 afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
 gotest() { go test -count=1 -v -timeout 40m "$@"; }
 
-trap 'echo "== taking the test cluster down"; afcluster down || true' EXIT
+trap 'echo "== taking the test cluster down"; afcluster down || true; ./hack/dockerd.sh stop || true' EXIT
+
+echo "== 0. a private container daemon for the build tests (no iptables, no masquerade, no bridge)"
+export AF_DOCKER_HOST
+AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 
 echo "== 1. cluster with kube-router"
 afcluster ensure -enforcer kube-router
@@ -20,6 +24,7 @@ AF_TESTCLUSTER=1 gotest ./testcluster/...
 AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
 AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
 AF_TESTCLUSTER=1 gotest ./images/
+AF_TESTCLUSTER=1 gotest -run 'TestUpBuildsPublishesAndRuns' ./cmd/af/internal/cmd/root/
 AF_TESTCLUSTER=1 gotest ./runtime/...
 
 echo "== 2. the same cluster without an enforcer (negative control)"

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/testcluster/internal/build"
 	"github.com/antifailure/af/testcluster/internal/layout"
 	"github.com/antifailure/af/testcluster/internal/node"
+	"github.com/antifailure/af/version"
 )
 
 // Enforcers a cluster can run with.
@@ -148,6 +150,32 @@ func (h *Handle) ImportBinaryImage(ctx context.Context, ref, binary string) erro
 	defer os.Remove(archive)
 	img := build.Image{Ref: ref, Entrypoint: []string{name}, Files: map[string]string{name: binary}, Dirs: []string{"/tmp"}}
 	if err := build.WriteArchive(img, archive); err != nil {
+		return err
+	}
+	return h.ImportImage(ctx, archive)
+}
+
+// ImportEngineImage builds af from the module at repoRoot and imports its engine image into
+// the node under the name this build deploys (version.LocalEngineImage): what a test needs
+// before af runs a sidecar, a gate or a probe on the cluster.
+func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
+	dir, err := os.MkdirTemp("", "af-engine")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "af")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/af")
+	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/af: %w\n%s", err, out)
+	}
+	img, err := engine.ImageFromFile(bin, version.EngineDigest)
+	if err != nil {
+		return err
+	}
+	archive := filepath.Join(dir, "engine.tar")
+	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
 		return err
 	}
 	return h.ImportImage(ctx, archive)

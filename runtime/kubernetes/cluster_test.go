@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/testcluster"
@@ -69,19 +68,7 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 		return nil
 	}
 	// The engine image of this tree, under the name this build deploys.
-	bin := filepath.Join(dir, "af")
-	if err := gobuild(bin, "./cmd/af", "../.."); err != nil {
-		return nil, err
-	}
-	img, err := engine.ImageFromFile(bin, version.EngineDigest)
-	if err != nil {
-		return nil, err
-	}
-	archive := filepath.Join(dir, "engine.tar")
-	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
-		return nil, err
-	}
-	if err := h.ImportImage(ctx, archive); err != nil {
+	if err := h.ImportEngineImage(ctx, "../.."); err != nil {
 		return nil, err
 	}
 	// The example's services, from their static binaries.

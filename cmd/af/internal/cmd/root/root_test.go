@@ -202,7 +202,9 @@ current-context: nowhere
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"KUBECONFIG": kubeconfig}
+	// A container daemon that is not there: services built from source fail before any cluster
+	// call.
+	env := map[string]string{"KUBECONFIG": kubeconfig, "DOCKER_HOST": "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")}
 	path := writeManifest(t, valid)
 	for _, args := range [][]string{{"up"}, {"down"}, {"status"}, {"up", "--pr", "7", "--repo", "acme/shop"}} {
 		r := run(t, env, "", append(args, "-f", path)...)
@@ -232,7 +234,7 @@ current-context: nowhere
 		{"image syntax", valid, []string{"up", "--image", "web"}, 2, "AF-RUN-003"},
 		{"local runtime", strings.Replace(valid, "provider: kubernetes", "provider: local", 1), []string{"up"}, 1, "AF-RUN-001"},
 		{"container database", valid + "database: {provider: container}\n", []string{"up"}, 3, "AF-RUN-044"},
-		{"built without --image", strings.Replace(valid, "image: shop/web:1.0", "build: {context: .}", 1), []string{"up"}, 1, "AF-RUN-001"},
+		{"built, no daemon", strings.Replace(valid, "image: shop/web:1.0", "build: {context: .}", 1), []string{"up"}, 1, "AF-RUN-008"},
 		{"image for unknown service", valid, []string{"up", "--image", "db=x:1"}, 2, "AF-RUN-003"},
 	} {
 		r := run(t, env, "", append(c.args, "-f", writeManifest(t, c.manifest))...)

@@ -3,8 +3,11 @@
 package up
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +18,8 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -33,7 +38,10 @@ converges; it never creates duplicates.
 
 Images: services with image: run that image; services built from source need --image
 SERVICE=REF naming an image the cluster can pull, or --image-archive SERVICE=PATH naming a
-docker archive af publishes first (this build does not run docker build itself).
+docker archive; without either, af builds them with the container daemon (DOCKER_HOST, at
+most AF_BUILD_TIMEOUT each, default 15m). Built and archived images are published before the
+namespace is made: pushed to runtime.registry and deployed by digest, or imported into the
+nodes of a kind-* or k3d-* context.
 The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`,
 		Example: `  af up --env demo --image web=registry.local/web@sha256:...
   af up --pr 42 --repo acme/shop -o json`,
@@ -49,6 +57,9 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 			}
 			tars, err := pairs("--image-archive", "SERVICE=PATH", archives)
 			if err != nil {
+				return err
+			}
+			if err := build(cmd.Context(), f, ref.Manifest, imgs, tars); err != nil {
 				return err
 			}
 			envtarget.Progress(f).Printf("engine image (sidecar, gate, probe): %s", envtarget.EngineImage(f))
@@ -72,6 +83,51 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`
 	cmd.Flags().StringArrayVar(&images, "image", nil, "SERVICE=REF: the image a service runs, already pullable by the cluster (repeatable)")
 	cmd.Flags().StringArrayVar(&archives, "image-archive", nil, "SERVICE=PATH: a docker archive (docker save) af publishes for the service: pushed to runtime.registry and deployed by digest, or imported into the nodes of a kind-/k3d- context (repeatable)")
 	return cmd
+}
+
+// build builds, with the container daemon, every service that has build: and was given
+// neither --image nor --image-archive, and adds its archive to tars: af up publishes it.
+func build(ctx context.Context, f *factory.Factory, m *manifest.Manifest, imgs, tars map[string]string) error {
+	var todo []string
+	for _, name := range manifest.StartOrder(m.Services) {
+		if s := m.Services[name]; s.Build != nil && imgs[name] == "" && tars[name] == "" {
+			todo = append(todo, name)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	p := envtarget.Progress(f)
+	d := &images.Docker{Host: f.Getenv("DOCKER_HOST"), Progress: p}
+	if v := f.Getenv("AF_BUILD_TIMEOUT"); v != "" {
+		t, err := time.ParseDuration(v)
+		if err != nil || t <= 0 {
+			return failure.Newf(failure.UsageInvalid, "AF_BUILD_TIMEOUT=%q is not a duration such as 15m", v)
+		}
+		d.Timeout = t
+	}
+	if err := d.Available(ctx); err != nil {
+		return failure.As(err).WithHint("Services " + strings.Join(todo, ", ") + " are built from source: start a container daemon, or pass --image SERVICE=REF or --image-archive SERVICE=PATH for each.")
+	}
+	base := "."
+	if f.Options.File != "-" {
+		base = filepath.Dir(f.Options.File)
+	}
+	dir, err := os.MkdirTemp("", "af-build")
+	if err != nil {
+		return failure.New(failure.Internal, "making a directory for the built images", err)
+	}
+	// The archives live until af exits; the OS cleans its temporary directory after that.
+	for _, name := range todo {
+		b := m.Services[name].Build
+		archive := filepath.Join(dir, name+".tar")
+		spec := images.BuildSpec{Service: name, Context: filepath.Join(base, b.Context), Dockerfile: b.Dockerfile, Target: b.Target, Args: b.Args}
+		if err := d.Build(ctx, spec, "af.local/"+m.Name+"/"+name+":build", archive); err != nil {
+			return err
+		}
+		tars[name] = archive
+	}
+	return nil
 }
 
 // pairs reads repeated KEY=VALUE flags.

@@ -1,0 +1,158 @@
+package images
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/antifailure/af/failure"
+)
+
+// Docker builds images with a container daemon through the docker CLI (the Docker API's own
+// client), so whatever daemon DOCKER_HOST names builds them: Docker, or anything speaking its
+// API. The daemon runs on the machine that runs af, which the cluster's nodes cannot see:
+// every built image is saved as an archive and published before any pod asks for it.
+type Docker struct {
+	// Host is DOCKER_HOST; empty uses the CLI's default.
+	Host string
+	// Timeout bounds one build (default 15 minutes).
+	Timeout  time.Duration
+	Progress func(format string, args ...any)
+}
+
+// BuildSpec is one service's build.
+type BuildSpec struct {
+	Service    string
+	Context    string // a directory
+	Dockerfile string // relative to Context
+	Target     string
+	Args       map[string]string
+}
+
+func (d *Docker) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	if d.Host != "" {
+		cmd.Env = append(cmd.Environ(), "DOCKER_HOST="+d.Host)
+	}
+	return cmd
+}
+
+// Available checks that the CLI is there and a daemon answers, within ten seconds.
+func (d *Docker) Available(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := d.command(ctx, "version", "--format", "{{.Server.Version}}").CombinedOutput()
+	if err != nil {
+		where := d.Host
+		if where == "" {
+			where = "the docker CLI's default (DOCKER_HOST unset)"
+		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return failure.New(failure.BuildFailed, "the docker CLI is not installed, so no image can be built", err)
+		}
+		return failure.New(failure.BuildFailed, fmt.Sprintf("no container daemon answered at %s: %s", where, lastLines(string(out), 3)), err)
+	}
+	progress(d.Progress, "container daemon %s answers", strings.TrimSpace(string(out)))
+	return nil
+}
+
+// Build builds the image as tag and saves it as a docker archive at archive.
+func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) error {
+	timeout := d.Timeout
+	if timeout <= 0 {
+		timeout = 15 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	dockerfile := b.Dockerfile
+	if dockerfile == "" {
+		dockerfile = "Dockerfile"
+	}
+	args := []string{"build", "--file", filepath.Join(b.Context, dockerfile), "--tag", tag}
+	if b.Target != "" {
+		args = append(args, "--target", b.Target)
+	}
+	keys := make([]string, 0, len(b.Args))
+	for k := range b.Args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--build-arg", k+"="+b.Args[k])
+	}
+	args = append(args, b.Context)
+	progress(d.Progress, "build %s: docker %s", b.Service, strings.Join(args, " "))
+	start := time.Now()
+	tail, err := d.stream(ctx, b.Service, args...)
+	if err != nil {
+		why := err.Error()
+		if ctx.Err() == context.DeadlineExceeded {
+			why = fmt.Sprintf("it did not finish within %s", timeout)
+		}
+		return failure.New(failure.BuildFailed, fmt.Sprintf("building %s (%s): %s; last lines:\n%s", b.Service, filepath.Join(b.Context, dockerfile), why, indent(tail)), err)
+	}
+	if out, err := d.command(ctx, "save", "--output", archive, tag).CombinedOutput(); err != nil {
+		return failure.New(failure.BuildFailed, fmt.Sprintf("saving %s: %v: %s", tag, err, lastLines(string(out), 3)), err)
+	}
+	progress(d.Progress, "build %s: built in %s", b.Service, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// stream runs docker, passing each output line to progress, and returns the last lines.
+func (d *Docker) stream(ctx context.Context, service string, args ...string) (string, error) {
+	cmd := d.command(ctx, args...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	var lines []string
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			lines = append(lines, line)
+			if len(lines) > 20 {
+				lines = lines[1:]
+			}
+			mu.Unlock()
+			progress(d.Progress, "  %s | %s", service, line)
+		}
+	}()
+	err := cmd.Run()
+	pw.Close()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	return strings.Join(lines, "\n"), err
+}
+
+func lastLines(s string, n int) string {
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+func indent(s string) string {
+	if s == "" {
+		return "    (no output)"
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}

@@ -1,0 +1,113 @@
+package images
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/antifailure/af/failure"
+)
+
+// daemon returns the container daemon the build tests use: AF_DOCKER_HOST, which the
+// integration phase of make test sets after starting a private dockerd (no iptables, no
+// masquerade, no bridge). Without it the tests skip, loudly.
+func daemon(t *testing.T) *Docker {
+	t.Helper()
+	host := os.Getenv("AF_DOCKER_HOST")
+	if host == "" {
+		msg := "SKIPPED: needs a container daemon; make test starts one and sets AF_DOCKER_HOST"
+		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
+		t.Skip(msg)
+	}
+	return &Docker{Host: host, Progress: t.Logf, Timeout: 2 * time.Minute}
+}
+
+// TestBuildWithTheDaemon builds a multi-stage Dockerfile with a build argument and a target on
+// a real daemon, saves it, and reads the archive back: the target stage's file, the argument's
+// value, the entrypoint.
+func TestBuildWithTheDaemon(t *testing.T) {
+	d := daemon(t)
+	ctx := context.Background()
+	if err := d.Available(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("greeting.txt", "hello from the build context\n")
+	write("other.txt", "the other stage\n")
+	write("build.Dockerfile", `FROM scratch AS app
+ARG FLAVOUR=plain
+LABEL flavour=$FLAVOUR
+COPY greeting.txt /greeting.txt
+ENTRYPOINT ["/app"]
+
+FROM scratch AS other
+COPY other.txt /other.txt
+`)
+	archive := filepath.Join(t.TempDir(), "img.tar")
+	err := d.Build(ctx, BuildSpec{Service: "web", Context: dir, Dockerfile: "build.Dockerfile", Target: "app", Args: map[string]string{"FLAVOUR": "salted"}}, "af.local/test/web:build", archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Config.Labels["flavour"] != "salted" || strings.Join(cfg.Config.Entrypoint, " ") != "/app" {
+		t.Errorf("config: labels %v entrypoint %v", cfg.Config.Labels, cfg.Config.Entrypoint)
+	}
+	files := map[string]string{}
+	layers, _ := img.Layers()
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			b, _ := io.ReadAll(tr)
+			files[h.Name] = string(b)
+		}
+		rc.Close()
+	}
+	if files["greeting.txt"] != "hello from the build context\n" || files["other.txt"] != "" {
+		t.Errorf("files in the image: %v", files)
+	}
+
+	// A failing build names the service and shows the daemon's last lines.
+	write("broken.Dockerfile", "FROM scratch\nCOPY missing.txt /missing.txt\n")
+	err = d.Build(ctx, BuildSpec{Service: "api", Context: dir, Dockerfile: "broken.Dockerfile"}, "af.local/test/api:build", filepath.Join(t.TempDir(), "x.tar"))
+	if !errors.Is(err, failure.BuildFailed) || !strings.Contains(err.Error(), "building api") || !strings.Contains(err.Error(), "missing.txt") {
+		t.Errorf("broken build: %v", err)
+	}
+}
+
+// TestNoDaemon: a daemon that does not answer is AF-RUN-008 saying where af looked.
+func TestNoDaemon(t *testing.T) {
+	d := &Docker{Host: "unix://" + filepath.Join(t.TempDir(), "nothing.sock")}
+	err := d.Available(context.Background())
+	if !errors.Is(err, failure.BuildFailed) || !strings.Contains(err.Error(), "no container daemon answered at unix://") {
+		t.Errorf("got %v", err)
+	}
+}
