@@ -43,6 +43,10 @@ type Options struct {
 	Context string
 	// ProxyImage is the engine image run as the sidecar, the gate and the probe.
 	ProxyImage string
+	// PublishEngine, when set, is a static Linux af binary (af's own executable) published as
+	// the engine image wherever the service images go (runtime.registry, or kind/k3d nodes);
+	// ProxyImage is then the published reference. With no such target ProxyImage is used.
+	PublishEngine string
 	// GateEnv is passed to every gate and to the probe: the AF_GATE_* variables that point
 	// their routes at other targets (tests point them at a fake internet).
 	GateEnv map[string]string

@@ -62,6 +62,7 @@ const (
 	SidecarName       = "af-sidecar"
 	SidecarConfigName = "af-sidecar-config"
 	DatabaseSecret    = "af-database"
+	RegistrySecret    = "af-registry"
 	ProbeName         = "af-probe"
 	GateContainer     = "af-gate"
 	PolicyDenyAll     = "af-deny-all"
@@ -118,6 +119,16 @@ type env struct {
 	Resolver    resolverRef
 	IngressFrom *IngressController
 	HasDatabase bool
+	// PullSecret names the image pull secret every pod gets, when the registry needs one.
+	PullSecret string
+}
+
+// pullSecrets is the pods' image pull secret list.
+func (e *env) pullSecrets() []corev1.LocalObjectReference {
+	if e.PullSecret == "" {
+		return nil
+	}
+	return []corev1.LocalObjectReference{{Name: e.PullSecret}}
 }
 
 // resolverRef is the cluster resolver the sidecar may ask: its Service address and the pods
@@ -285,6 +296,7 @@ func (e *env) sidecarDeployment(configHash string) *appsv1.Deployment {
 	pod := corev1.PodSpec{
 		AutomountServiceAccountToken: &no,
 		EnableServiceLinks:           &no,
+		ImagePullSecrets:             e.pullSecrets(),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user,
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
@@ -445,6 +457,7 @@ func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart c
 	return corev1.PodSpec{
 		AutomountServiceAccountToken: &no,
 		EnableServiceLinks:           &no,
+		ImagePullSecrets:             e.pullSecrets(),
 		RestartPolicy:                restart,
 		DNSPolicy:                    corev1.DNSNone,
 		DNSConfig:                    e.dnsConfig(),

@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -23,9 +26,11 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 	sidecarconfig "github.com/antifailure/af/sidecar/config"
+	"github.com/antifailure/af/version"
 )
 
 // Up brings the environment up, in the order the design fixes: refuse what cannot work,
@@ -76,11 +81,12 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	}
 	phase("capacity preflight", start)
 
-	if len(spec.Archives) > 0 {
-		start = time.Now()
-		if err := r.publishImages(ctx, t, spec.Archives, images); err != nil {
-			return nil, err
-		}
+	start = time.Now()
+	proxyImage, err := r.publishImages(ctx, t, spec.Archives, images)
+	if err != nil {
+		return nil, err
+	}
+	if len(spec.Archives) > 0 || proxyImage != r.opts.ProxyImage {
 		phase("images", start)
 	}
 
@@ -93,7 +99,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return nil, err
 	}
 	e := &env{
-		ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: r.opts.ProxyImage,
+		ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: proxyImage,
 		GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
 		HasDatabase: dbURL != "",
 	}
@@ -106,6 +112,9 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		}
 	}
 	p.Printf("namespace %s: %d NetworkPolicies (deny all; services to the sidecar and each other only)", t.ns, len(e.policies()))
+	if err := r.pullSecret(ctx, t, e); err != nil {
+		return nil, err
+	}
 	phase("namespace and policies", start)
 
 	start = time.Now()
@@ -475,37 +484,123 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// publishImages makes every archive pullable by the cluster and records the reference.
-func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs map[string]string) error {
-	registry := t.m.Runtime.Registry
-	host, _, _ := strings.Cut(registry, "/")
-	h, _, _ := net.SplitHostPort(host)
-	if h == "" {
-		h = host
+// publishImages makes every archive pullable by the cluster and records the reference, and
+// publishes the engine image too when Options.PublishEngine names af's binary. It returns the
+// engine image to run.
+func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs map[string]string) (string, error) {
+	proxy := r.opts.ProxyImage
+	if len(archives) == 0 && r.opts.PublishEngine == "" {
+		return proxy, nil
 	}
-	ip := net.ParseIP(h)
+	registry := t.m.Runtime.Registry
 	pub, err := images.For(images.Options{
-		Context: t.c.context, Registry: registry,
-		Insecure: h == "localhost" || ip != nil && ip.IsLoopback(), // a registry on this machine speaks plain HTTP
-		Progress: r.opts.Progress,
+		Context: t.c.context, Registry: registry, Insecure: loopbackRegistry(registry), Progress: r.opts.Progress,
 	})
 	if err != nil {
-		return err
+		if len(archives) > 0 {
+			return proxy, err
+		}
+		r.opts.Progress.Printf("engine image: %s as it is (no registry or node import to publish af's own to)", proxy)
+		return proxy, nil
 	}
-	r.opts.Progress.Printf("images: publishing %d to %s", len(archives), pub.Target())
+	if len(archives) > 0 {
+		r.opts.Progress.Printf("images: publishing %d to %s", len(archives), pub.Target())
+	}
 	for _, name := range sortedKeys(archives) {
 		img, err := tarball.ImageFromPath(archives[name], nil)
 		if err != nil {
-			return failure.Newf(failure.UsageInvalid, "the image archive of %s (%s) is not a docker archive: %v", name, archives[name], err)
+			return proxy, failure.Newf(failure.UsageInvalid, "the image archive of %s (%s) is not a docker archive: %v", name, archives[name], err)
 		}
 		p, err := pub.Publish(ctx, img, t.m.Name+"/"+name)
 		if err != nil {
-			return err
+			return proxy, err
 		}
 		refs[name] = p.Ref
 		r.opts.Progress.Printf("images: %s is %s (%d bytes uploaded, %d of them layers)", name, p.Ref, p.Uploaded, p.LayerBytes)
 	}
+	if r.opts.PublishEngine != "" {
+		img, err := engine.ImageFromFile(r.opts.PublishEngine, version.EngineDigest)
+		if err != nil {
+			return proxy, failure.New(failure.ImagePublish, "the engine image from "+r.opts.PublishEngine+": "+err.Error(), err)
+		}
+		p, err := pub.Publish(ctx, img, "af-engine")
+		if err != nil {
+			return proxy, err
+		}
+		proxy = p.Ref
+		r.opts.Progress.Printf("engine image: af's own binary published to %s as %s (%d bytes uploaded)", pub.Target(), p.Ref, p.Uploaded)
+	}
+	return proxy, nil
+}
+
+// pullSecret writes an image pull secret for runtime.registry when the credentials af pushes
+// with (docker config, platform keychains) are not anonymous, before any pod needs it, and
+// has every pod use it.
+func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
+	prefix := t.m.Runtime.Registry
+	if prefix == "" {
+		return nil
+	}
+	host, _, _ := strings.Cut(prefix, "/")
+	var opts []name.Option
+	if loopbackRegistry(prefix) {
+		opts = append(opts, name.Insecure)
+	}
+	reg, err := name.NewRegistry(host, opts...)
+	if err != nil {
+		return failure.Newf(failure.ManifestInvalid, "runtime.registry %q: %v", prefix, err)
+	}
+	auth, err := authn.DefaultKeychain.Resolve(reg)
+	if err != nil {
+		return failure.New(failure.ImagePublish, fmt.Sprintf("reading the credentials for %s: %v", host, err), err)
+	}
+	cfg, err := auth.Authorization()
+	if err != nil {
+		return failure.New(failure.ImagePublish, fmt.Sprintf("reading the credentials for %s: %v", host, err), err)
+	}
+	if *cfg == (authn.AuthConfig{}) {
+		return nil // anonymous: the registry is public to the cluster, or needs no secret
+	}
+	entry := map[string]string{}
+	if cfg.Username != "" || cfg.Password != "" {
+		entry["username"], entry["password"] = cfg.Username, cfg.Password
+		entry["auth"] = base64.StdEncoding.EncodeToString([]byte(cfg.Username + ":" + cfg.Password))
+	} else if cfg.Auth != "" {
+		entry["auth"] = cfg.Auth
+	}
+	if cfg.IdentityToken != "" {
+		entry["identitytoken"] = cfg.IdentityToken
+	}
+	if cfg.RegistryToken != "" {
+		entry["registrytoken"] = cfg.RegistryToken
+	}
+	data, err := json.Marshal(map[string]any{"auths": map[string]any{host: entry}})
+	if err != nil {
+		return fmt.Errorf("encoding the pull secret: %w", err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: meta(RegistrySecret, t.ns, e.labels("registry", "")),
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: data},
+	}
+	if _, err := apply(ctx, t.c, t.c.cs.CoreV1().Secrets(t.ns), "v1", "Secret", secret.Name, secret); err != nil {
+		return err
+	}
+	e.PullSecret = RegistrySecret
+	r.opts.Progress.Printf("image pull secret %s for %s (from the credentials af pushes with)", RegistrySecret, host)
 	return nil
+}
+
+// loopbackRegistry reports whether a registry prefix names this machine: such a registry is
+// spoken to over plain HTTP.
+func loopbackRegistry(prefix string) bool {
+	host, _, _ := strings.Cut(prefix, "/")
+	h, _, err := net.SplitHostPort(host)
+	if err != nil {
+		h = host
+	}
+	ip := net.ParseIP(h)
+	return h == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // publish gives every web service an Ingress at its preview host and waits until each URL

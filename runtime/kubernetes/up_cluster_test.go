@@ -2,7 +2,10 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -658,6 +661,20 @@ func TestUpPublishesArchives(t *testing.T) {
 	m.Runtime.Registry = f.h.Registry + "/af-e2e"
 	ref := afruntime.Ref{ID: "archive-test", Manifest: m}
 	down(t, rt, ref)
+	// af's own binary is published as the engine image too, and pods pull it by digest.
+	bin := filepath.Join(t.TempDir(), "af")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "../../cmd/af")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	rt.opts.PublishEngine = bin
+	// Credentials for the registry (it accepts any): af writes a pull secret every pod uses.
+	dockerConfig := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dockerConfig, "config.json"), []byte(`{"auths":{"`+f.h.Registry+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("previews:s3cret"))+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", dockerConfig)
 	spec := afruntime.Spec{Ref: ref, Archives: map[string]string{"app": archive}}
 	if _, err := rt.Up(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -669,6 +686,22 @@ func TestUpPublishesArchives(t *testing.T) {
 	image := d.Spec.Template.Spec.Containers[0].Image
 	if !strings.HasPrefix(image, f.h.Registry+"/af-e2e/small/app@sha256:") {
 		t.Errorf("deployed %q, not by digest from the registry", image)
+	}
+	if gate := d.Spec.Template.Spec.InitContainers[0].Image; !strings.HasPrefix(gate, f.h.Registry+"/af-e2e/af-engine@sha256:") {
+		t.Errorf("the gate runs %q, not the published engine image", gate)
+	}
+	sc, err := f.kube.AppsV1().Deployments("af-env-archive-test").Get(ctx, SidecarName, metav1.GetOptions{})
+	if err != nil || sc.Spec.Template.Spec.Containers[0].Image != d.Spec.Template.Spec.InitContainers[0].Image {
+		t.Errorf("the sidecar does not run the published engine image: %v", err)
+	}
+	secret, err := f.kube.CoreV1().Secrets("af-env-archive-test").Get(ctx, RegistrySecret, metav1.GetOptions{})
+	if err != nil || secret.Type != corev1.SecretTypeDockerConfigJson || !strings.Contains(string(secret.Data[corev1.DockerConfigJsonKey]), `"username":"previews"`) {
+		t.Errorf("pull secret: %v %+v", err, secret)
+	}
+	for _, ps := range [][]corev1.LocalObjectReference{d.Spec.Template.Spec.ImagePullSecrets, sc.Spec.Template.Spec.ImagePullSecrets} {
+		if len(ps) != 1 || ps[0].Name != RegistrySecret {
+			t.Errorf("a pod does not use the pull secret: %v", ps)
+		}
 	}
 	mu.Lock()
 	said = nil

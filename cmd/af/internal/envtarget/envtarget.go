@@ -5,6 +5,9 @@ package envtarget
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -105,6 +108,13 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 		ProxyImage: info.EngineImage,
 		GateEnv:    gateEnv,
 		Progress:   Progress(f),
+	}
+	// af's own binary becomes the engine image wherever the service images go, unless
+	// AF_PROXY_IMAGE names one: the action's container is exactly that static binary.
+	if f.Getenv("AF_PROXY_IMAGE") == "" && goruntime.GOOS == "linux" {
+		if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "af" {
+			o.PublishEngine = exe
+		}
 	}
 	o.URLScheme = f.Getenv("AF_URL_SCHEME")
 	if o.URLScheme != "" && o.URLScheme != "http" && o.URLScheme != "https" {
