@@ -8,6 +8,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/antifailure/af/failure"
@@ -59,6 +60,8 @@ type Options struct {
 	Registry string
 	// Insecure allows plain HTTP to the registry (a registry on loopback).
 	Insecure bool
+	// Auth, when set, is used instead of the docker config and platform keychains.
+	Auth authn.Authenticator
 	// Progress receives one line per step.
 	Progress func(format string, args ...any)
 }
@@ -76,7 +79,12 @@ func For(o Options) (Publisher, error) {
 		return nil, failure.Newf(failure.ManifestInvalid, "context %q is neither a kind nor a k3d cluster, so its nodes pull images, and runtime.registry names no registry to push them to", o.Context).
 			WithHint("Set runtime.registry (e.g. ghcr.io/acme/previews) to a registry the cluster can pull from.")
 	}
-	return NewRegistry(o.Registry, o.Insecure, o.Progress)
+	reg, err := NewRegistry(o.Registry, o.Insecure, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	reg.Auth = o.Auth
+	return reg, nil
 }
 
 func progress(p func(string, ...any), format string, args ...any) {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -47,6 +48,9 @@ type Options struct {
 	// the engine image wherever the service images go (runtime.registry, or kind/k3d nodes);
 	// ProxyImage is then the published reference. With no such target ProxyImage is used.
 	PublishEngine string
+	// RegistryAuth, when set, are the credentials for runtime.registry (pushing, and the pods'
+	// pull secret) instead of the docker config and platform keychains.
+	RegistryAuth authn.Authenticator
 	// GateEnv is passed to every gate and to the probe: the AF_GATE_* variables that point
 	// their routes at other targets (tests point them at a fake internet).
 	GateEnv map[string]string

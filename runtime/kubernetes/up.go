@@ -494,7 +494,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 	}
 	registry := t.m.Runtime.Registry
 	pub, err := images.For(images.Options{
-		Context: t.c.context, Registry: registry, Insecure: loopbackRegistry(registry), Progress: r.opts.Progress,
+		Context: t.c.context, Registry: registry, Insecure: loopbackRegistry(registry), Auth: r.opts.RegistryAuth, Progress: r.opts.Progress,
 	})
 	if err != nil {
 		if len(archives) > 0 {
@@ -550,7 +550,10 @@ func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 	if err != nil {
 		return failure.Newf(failure.ManifestInvalid, "runtime.registry %q: %v", prefix, err)
 	}
-	auth, err := authn.DefaultKeychain.Resolve(reg)
+	auth := r.opts.RegistryAuth
+	if auth == nil {
+		auth, err = authn.DefaultKeychain.Resolve(reg)
+	}
 	if err != nil {
 		return failure.New(failure.ImagePublish, fmt.Sprintf("reading the credentials for %s: %v", host, err), err)
 	}

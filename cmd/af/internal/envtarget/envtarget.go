@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
@@ -115,6 +116,12 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 		if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "af" {
 			o.PublishEngine = exe
 		}
+	}
+	if u, pw := f.Getenv("AF_REGISTRY_USERNAME"), f.Getenv("AF_REGISTRY_PASSWORD"); u != "" || pw != "" {
+		if u == "" || pw == "" {
+			return nil, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_USERNAME and AF_REGISTRY_PASSWORD go together: set both, or neither to use the docker config")
+		}
+		o.RegistryAuth = &authn.Basic{Username: u, Password: pw}
 	}
 	o.URLScheme = f.Getenv("AF_URL_SCHEME")
 	if o.URLScheme != "" && o.URLScheme != "http" && o.URLScheme != "https" {

@@ -217,6 +217,10 @@ current-context: nowhere
 	if err := json.Unmarshal([]byte(j.out), &e); err != nil || e.Error.Code != "AF-RUN-002" || j.code != 1 {
 		t.Errorf("status -o json: %v %s", err, j.out)
 	}
+	half := map[string]string{"KUBECONFIG": kubeconfig, "AF_REGISTRY_USERNAME": "previews"}
+	if r := run(t, half, "", "up", "-f", path); r.code != 2 || !strings.Contains(r.errOut, "AF_REGISTRY_USERNAME and AF_REGISTRY_PASSWORD go together") {
+		t.Errorf("half the registry credentials: exit %d %s", r.code, r.errOut)
+	}
 	if r := run(t, env, "", "up", "-f", path, "--context", "elsewhere"); r.code != 1 || !strings.Contains(r.errOut, `context "elsewhere" (from --context) is not in the kubeconfig`) {
 		t.Errorf("unknown context: exit %d %s", r.code, r.errOut)
 	}
