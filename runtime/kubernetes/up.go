@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -86,6 +87,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	if err != nil {
 		return nil, err
 	}
+	r.pinImages(ctx, t, spec, images)
 	if len(spec.Archives) > 0 || proxyImage != r.opts.ProxyImage {
 		phase("images", start)
 	}
@@ -531,6 +533,46 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 		r.opts.Progress.Printf("engine image: af's own binary published to %s as %s (%d bytes uploaded)", pub.Target(), p.Ref, p.Uploaded)
 	}
 	return proxy, nil
+}
+
+// pinImages turns image: references under runtime.registry's host into digests, so a moving
+// tag cannot change what an environment runs. Only that registry is asked: it is the one af is
+// configured to talk to. A reference that cannot be resolved is used as written, and said.
+func (r *Runtime) pinImages(ctx context.Context, t *target, spec afruntime.Spec, refs map[string]string) {
+	prefix := t.m.Runtime.Registry
+	if prefix == "" {
+		return
+	}
+	host, _, _ := strings.Cut(prefix, "/")
+	var opts []name.Option
+	if loopbackRegistry(prefix) {
+		opts = append(opts, name.Insecure)
+	}
+	for _, svc := range sortedKeys(refs) {
+		if spec.Archives[svc] != "" || spec.Images[svc] != "" {
+			continue // published by af, or given on the command line as it should run
+		}
+		ref, err := name.ParseReference(refs[svc], opts...)
+		if err != nil || ref.Context().RegistryStr() != host {
+			continue
+		}
+		if _, ok := ref.(name.Digest); ok {
+			continue
+		}
+		ro := []remote.Option{remote.WithContext(ctx)}
+		if r.opts.RegistryAuth != nil {
+			ro = append(ro, remote.WithAuth(r.opts.RegistryAuth))
+		} else {
+			ro = append(ro, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+		}
+		desc, err := remote.Head(ref, ro...)
+		if err != nil {
+			r.opts.Progress.Printf("images: %s runs %s as written: its digest could not be read (%v)", svc, refs[svc], err)
+			continue
+		}
+		refs[svc] = ref.Context().Digest(desc.Digest.String()).String()
+		r.opts.Progress.Printf("images: %s pinned to %s", svc, refs[svc])
+	}
 }
 
 // pullSecret writes an image pull secret for runtime.registry when the credentials af pushes

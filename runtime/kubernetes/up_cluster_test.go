@@ -703,11 +703,19 @@ func TestUpPublishesArchives(t *testing.T) {
 			t.Errorf("a pod does not use the pull secret: %v", ps)
 		}
 	}
+	// A second service whose image: is a tag in the same registry runs it pinned by digest.
+	digest := image[strings.Index(image, "@sha256:")+len("@sha256:"):]
+	m.Services["pinned"] = &manifest.Service{Kind: "worker", Image: f.h.Registry + "/af-e2e/small/app:af-" + digest[:16], Replicas: 1,
+		Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}}
 	mu.Lock()
 	said = nil
 	mu.Unlock()
 	if _, err := rt.Up(ctx, spec); err != nil {
 		t.Fatal(err)
+	}
+	pd, err := f.kube.AppsV1().Deployments("af-env-archive-test").Get(ctx, "pinned", metav1.GetOptions{})
+	if err != nil || pd.Spec.Template.Spec.Containers[0].Image != image {
+		t.Errorf("the tagged image was not pinned to %s: %v", image, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
