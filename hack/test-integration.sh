@@ -27,6 +27,8 @@ AF_TESTCLUSTER=1 gotest ./images/
 AF_TESTCLUSTER=1 gotest -run 'TestUpBuildsPublishesAndRuns' ./cmd/af/internal/cmd/root/
 AF_TESTCLUSTER=1 gotest ./runtime/...
 
+./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
+
 echo "== 2. the same cluster without an enforcer (negative control)"
 afcluster up -enforcer none
 AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/

@@ -58,7 +58,11 @@ func TestPublishToTheLocalRegistry(t *testing.T) {
 
 	// Pods pull it by digest and run it: the test image (busybox, aftool), published.
 	archive := filepath.Join(t.TempDir(), "test.tar")
-	if err := h.WriteTestImage(ctx, archive, "af.test/publish-me:1"); err != nil {
+	// Its own environment variable makes it an image of its own. A copy with the test image's
+	// exact config, pulled from the registry by a pod, makes this node's containerd 1.6 unable
+	// to start pods from af.test/aftest:1 afterwards (ErrImagePull while `ctr images ls` still
+	// lists it: seen, and reproduced), breaking every later test that uses the test image.
+	if err := h.WriteTestImage(ctx, archive, "af.test/publish-me:1", "AF_TEST_IMAGE=publish"); err != nil {
 		t.Fatal(err)
 	}
 	runnable, err := tarball.ImageFromPath(archive, nil)

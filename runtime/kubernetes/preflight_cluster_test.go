@@ -165,6 +165,7 @@ func TestPreflightOnTheCluster(t *testing.T) {
 	})
 	ok := small(t, map[string]*manifest.Service{"app": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}, Resources: &manifest.Resources{CPU: "50m"}}})
 	ref := afruntime.Ref{ID: "preflight-rbac", Manifest: ok}
+	down(t, f.runtime(t), ref) // whatever happens below, as the administrator
 	if _, err := lrt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
 		t.Fatalf("af up without permission to list nodes: want it to go on, got %v", err)
 	}
