@@ -211,6 +211,16 @@ var (
 			"service for the sidecar to ask about the environment's own names. Nothing was started.",
 		Do: "Read what af names; install it, or tell af where it is (the message names the option).",
 	}
+	ConformanceRefused = &Entry{
+		Code:  "AF-RUN-049",
+		Title: "conformance not proven",
+		Exit:  ExitFailure,
+		Means: "The conformance report does not prove the runtime conforms: a behaviour failed, was " +
+			"skipped where nothing may skip it, never ran, or ran twice; the startup proof is missing; " +
+			"or the report is not of this suite. Every reason is listed.",
+		Do: "Fix what the reasons name and run the whole suite again (make conformance), without -run " +
+			"filters or -count, then verify the new report.",
+	}
 	SidecarConfigInvalid = &Entry{
 		Code:  "AF-RUN-050",
 		Title: "sidecar configuration invalid",
@@ -246,7 +256,7 @@ func Catalogue() []*Entry {
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
-		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks,
+		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
 		SidecarConfigInvalid, SidecarListen,
 		Internal,
 	}

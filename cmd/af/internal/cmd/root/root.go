@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	conformancecmd "github.com/antifailure/af/cmd/af/internal/cmd/conformance"
 	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
@@ -71,6 +72,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 
 	cmd.AddCommand(validate.NewCmdValidate(f))
 	cmd.AddCommand(up.NewCmdUp(f), down.NewCmdDown(f), status.NewCmdStatus(f))
+	cmd.AddCommand(conformancecmd.NewCmdConformance(f))
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
 	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))

@@ -3,6 +3,7 @@ package root
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
+	"github.com/antifailure/af/conformance"
 )
 
 type result struct {
@@ -354,5 +356,38 @@ listen: {proxy: "127.0.0.1:0", dns: "127.0.0.1:0", control: "127.0.0.1:0"}
 	taken := write("taken.yaml", "environment: e\nnamespace: n\ncluster_resolver: 127.0.0.1:1\nadvertise_ipv4: 198.18.3.3\nlisten: {proxy: \""+ln.Addr().String()+"\", control: \"127.0.0.1:0\"}\n")
 	if r := run(t, nil, "", "sidecar", "--config", taken); r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-051") || !strings.Contains(r.errOut, ln.Addr().String()) {
 		t.Errorf("taken port: %d %s", r.code, r.errOut)
+	}
+}
+
+func TestConformanceVerify(t *testing.T) {
+	const pkg = "github.com/antifailure/af/runtime/kubernetes"
+	var b strings.Builder
+	ev := func(action, test string) {
+		fmt.Fprintf(&b, `{"Action":%q,"Package":%q,"Test":%q}`+"\n", action, pkg, test)
+	}
+	for _, bh := range conformance.Roster {
+		ev("run", conformance.RootTest+"/"+bh.Name)
+		ev("pass", conformance.RootTest+"/"+bh.Name)
+	}
+	ev("pass", conformance.RootTest)
+	ev("pass", conformance.StartupProof)
+	fmt.Fprintf(&b, `{"Action":"pass","Package":%q}`+"\n", pkg)
+	good := filepath.Join(t.TempDir(), "report.jsonl")
+	if err := os.WriteFile(good, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "", "conformance", "verify", good)
+	want := fmt.Sprintf("%d behaviours passed, 0 skipped, startup proof passed\n", len(conformance.Roster))
+	if r.code != 0 || r.out != want {
+		t.Errorf("verify: exit %d %q %s", r.code, r.out, r.errOut)
+	}
+	bad := strings.Replace(b.String(), `{"Action":"pass","Package":"`+pkg+`","Test":"`+conformance.RootTest+`/egress/no-metadata"}`, `{"Action":"skip","Package":"`+pkg+`","Test":"`+conformance.RootTest+`/egress/no-metadata"}`, 1)
+	r = run(t, nil, bad, "conformance", "verify", "-")
+	if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-049") || !strings.Contains(r.errOut, "containment behaviour egress/no-metadata was skipped") {
+		t.Errorf("verify of a skipped containment behaviour: exit %d %s", r.code, r.errOut)
+	}
+	j := run(t, nil, bad, "conformance", "verify", "-", "-o", "json")
+	if j.code != 1 || !strings.Contains(j.out, `"accepted": false`) {
+		t.Errorf("verify -o json: exit %d %s", j.code, j.out)
 	}
 }

@@ -1,0 +1,72 @@
+// Package conformance implements `af conformance verify`: the verdict reader over a
+// `go test -json` report of the conformance suite.
+package conformance
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/conformance"
+	"github.com/antifailure/af/failure"
+)
+
+// DefaultPackage is the package whose conformance run is read unless --package names another.
+const DefaultPackage = "github.com/antifailure/af/runtime/kubernetes"
+
+// NewCmdConformance returns `af conformance` with its verify subcommand.
+func NewCmdConformance(f *factory.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "conformance",
+		Short: "Read conformance reports",
+		Args:  cobra.NoArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
+	}
+	var pkg string
+	verify := &cobra.Command{
+		Use:   "verify REPORT.jsonl",
+		Short: "Turn a go test -json report of the conformance suite into a claim, or refuse",
+		Long: `Accepts the report only when every roster behaviour passed exactly once as a subtest of
+the suite's root test, the startup proof passed, no containment behaviour failed or was
+skipped, every other skip is a named behaviour with a requirement and a reason, the package
+passed, no same-named test of another package is counted, and nothing ran twice. Prints the
+count, or every reason it refuses (AF-RUN-049). "-" reads standard input.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := f.IO.In
+			if args[0] != "-" {
+				file, err := os.Open(args[0])
+				if err != nil {
+					return failure.New(failure.UsageInvalid, "reading the report: "+err.Error(), err)
+				}
+				defer file.Close()
+				in = file
+			}
+			claim, err := conformance.Verify(in, pkg)
+			if err != nil {
+				if r, ok := err.(*conformance.Refusal); ok {
+					if f.IO.JSON() {
+						e := failure.Newf(failure.ConformanceRefused, "%s", r.Error())
+						_ = f.WriteJSON(map[string]any{"accepted": false, "reasons": r.Reasons})
+						return &factory.Reported{Err: e}
+					}
+					return failure.Newf(failure.ConformanceRefused, "%s", r.Error())
+				}
+				return failure.New(failure.UsageInvalid, err.Error(), err)
+			}
+			if f.IO.JSON() {
+				return f.WriteJSON(map[string]any{"accepted": true, "claim": claim, "summary": claim.String()})
+			}
+			fmt.Fprintln(f.IO.Out, claim.String())
+			for _, s := range claim.SkipReasons {
+				fmt.Fprintln(f.IO.Out, "  skipped "+s)
+			}
+			return nil
+		},
+	}
+	verify.Flags().StringVar(&pkg, "package", DefaultPackage, "the Go package the suite ran in")
+	cmd.AddCommand(verify)
+	return cmd
+}

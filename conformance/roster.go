@@ -1,0 +1,78 @@
+// Package conformance is the behaviour suite every runtime must pass, and the reader that
+// turns a `go test -json` report of it into a claim, or refuses to.
+//
+// This build has the roster and the verdict reader; RunRuntime (the behaviours themselves),
+// the startup proof and the make targets are still to come.
+package conformance
+
+// Requirement is a capability a behaviour needs from the runtime under test. A behaviour
+// whose requirement the runtime does not declare is skipped by name, with the reason;
+// containment behaviours have none and cannot be skipped by anything.
+type Requirement string
+
+// Requirements.
+const (
+	Always  Requirement = ""
+	Ingress Requirement = "ingress"
+)
+
+// Behaviour is one named, described check of a runtime.
+type Behaviour struct {
+	Name        string
+	Description string
+	Requires    Requirement
+	// Containment behaviours must run and pass on every runtime: no capability, knob or
+	// -run filter may skip them.
+	Containment bool
+}
+
+// RootTest is the name of the suite's root test; every behaviour is a subtest of it.
+const RootTest = "TestConformance"
+
+// StartupProof is the name of the immediate-startup proof's test.
+const StartupProof = "TestImmediateStartupCannotBypassContainment"
+
+// Roster is every behaviour, in the order the suite runs them.
+var Roster = []Behaviour{
+	{Name: "capabilities/declared-match-implemented", Description: "the capabilities a runtime declares are the ones it implements"},
+	{Name: "capabilities/identity", Description: "the runtime names itself as the manifest does"},
+	{Name: "up/refuses-no-environment-id", Description: "up without an environment id is refused before anything is created"},
+	{Name: "up/starts-a-service", Description: "up starts a service and reports it running"},
+	{Name: "up/reachable-url", Description: "a web service gets a preview URL that answers", Requires: Ingress},
+	{Name: "up/idempotent", Description: "a second up converges and creates no duplicates"},
+	{Name: "up/dependencies-first", Description: "a service starts only after the services it depends on are ready"},
+	{Name: "up/cycle-reported", Description: "a dependency cycle is reported, not waited on"},
+	{Name: "up/missing-dependency-reported", Description: "a dependency the manifest does not define is reported"},
+	{Name: "up/failed-migration-blocks-service", Description: "a service whose migration failed never starts"},
+	{Name: "up/failed-service-findable", Description: "a service that failed stays findable, with its reason"},
+	{Name: "up/instances-asked", Description: "replicas become that many running instances"},
+	{Name: "up/size-applied", Description: "the size asked is the size the instances run with"},
+	{Name: "status/running-services", Description: "status reports the running services and their instances"},
+	{Name: "status/exit-code", Description: "status reports the exit code of a service that exited"},
+	{Name: "status/unknown-environment-empty", Description: "status of an environment that does not exist is empty"},
+	{Name: "down/removes-everything", Description: "down removes everything up created"},
+	{Name: "down/never-up-succeeds", Description: "down of an environment never brought up succeeds"},
+	{Name: "down/idempotent", Description: "a second down succeeds and changes nothing"},
+	{Name: "down/only-its-own", Description: "down leaves another environment and an unmanaged namespace untouched"},
+	{Name: "inventory/lists-and-attributes", Description: "the inventory lists live resources and attributes them to environments"},
+	{Name: "egress/no-policy-nothing-out", Description: "with no egress rules nothing gets out", Containment: true},
+	{Name: "egress/allowed-host-reached", Description: "a host an allow rule names is reached", Containment: true},
+	{Name: "egress/unlisted-host-refused", Description: "a host no rule names is refused", Containment: true},
+	{Name: "egress/proxy-ignoring-client", Description: "a client that ignores the proxy variables is contained too", Containment: true},
+	{Name: "egress/no-bypass-by-address", Description: "connecting to an address instead of a name does not get out", Containment: true},
+	{Name: "egress/no-metadata", Description: "the metadata endpoint cannot be reached", Containment: true},
+	{Name: "egress/no-bypass-by-udp", Description: "UDP to a public resolver does not get out", Containment: true},
+	{Name: "egress/names-do-not-cross", Description: "one environment's names do not resolve or connect from another", Containment: true},
+	{Name: "egress/no-api-server", Description: "the cluster API server cannot be reached", Containment: true},
+	{Name: "egress/no-token", Description: "no pod has a service-account token", Containment: true},
+}
+
+// Lookup returns the behaviour with the name.
+func Lookup(name string) (Behaviour, bool) {
+	for _, b := range Roster {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return Behaviour{}, false
+}
