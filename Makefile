@@ -18,7 +18,7 @@ FUZZTIME  ?= 5m
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit integration lint generate check-generated bench bench-sidecar bench-up bench-publish fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration conformance k8s-conformance lint generate check-generated bench bench-sidecar bench-up bench-publish fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -42,15 +42,23 @@ unit: ## go test (with -race) over af and the example app
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 	cd examples/shop && CGO_ENABLED=1 $(GO) test -race -count=1 ./...
 
-integration: ## the real test cluster: bring it up, run the cluster tests, take it down (always)
+integration: ## the real test cluster: bring it up, run the cluster tests and conformance, take it down (always)
 	./hack/test-integration.sh
 
-lint: check-generated ## gofmt, go vet, actionlint on the workflows
+conformance: ## the conformance roster and startup proof on the local test cluster: bin/conformance-report.jsonl, then the verdict
+	./hack/conformance.sh
+
+k8s-conformance: ## the same on a disposable k3d cluster (needs Docker and a network; AF_K8S_CONFORMANCE_KEEP=1 keeps it)
+	./hack/k8s-conformance.sh
+
+lint: check-generated ## gofmt, go vet, actionlint on the workflows, shellcheck on the scripts
 	@bad=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$bad" ]; then echo "gofmt would change:"; echo "$$bad"; exit 1; fi
 	$(GO) vet $(PKGS)
 	cd examples/shop && $(GO) vet ./...
 	$(GO) run $(ACTIONLINT) -no-color .github/workflows/*.yml
+	shellcheck hack/*.sh .ci/run
+	./hack/test-k8s-conformance.sh
 
 generate: ## regenerate manifest/af.schema.json, docs/errors.md and version/engine_gen.go
 	$(GO) run ./internal/gen .

@@ -1,8 +1,9 @@
 // Package conformance is the behaviour suite every runtime must pass, and the reader that
 // turns a `go test -json` report of it into a claim, or refuses to.
 //
-// This build has the roster and the verdict reader; RunRuntime (the behaviours themselves),
-// the startup proof and the make targets are still to come.
+// RunRuntime runs the roster against any runtime.Runtime, through a Harness the runtime's
+// tests provide (a way to try connections from inside an environment, and to look at its
+// instances). RunStartupProof is the immediate-startup proof. Verify is the reader.
 package conformance
 
 // Requirement is a capability a behaviour needs from the runtime under test. A behaviour
@@ -10,10 +11,13 @@ package conformance
 // containment behaviours have none and cannot be skipped by anything.
 type Requirement string
 
-// Requirements.
+// Requirements, each one field of runtime.Capabilities.
 const (
-	Always  Requirement = ""
-	Ingress Requirement = "ingress"
+	Always     Requirement = ""
+	Ingress    Requirement = "ingress"
+	Replicas   Requirement = "replicas"
+	Resources  Requirement = "resources"
+	Migrations Requirement = "migrations"
 )
 
 // Behaviour is one named, described check of a runtime.
@@ -24,6 +28,9 @@ type Behaviour struct {
 	// Containment behaviours must run and pass on every runtime: no capability, knob or
 	// -run filter may skip them.
 	Containment bool
+	// Slow behaviours start instances of their own; Options.SkipSlow skips them, unless they
+	// are containment behaviours, which nothing skips.
+	Slow bool
 }
 
 // RootTest is the name of the suite's root test; every behaviour is a subtest of it.
@@ -32,9 +39,10 @@ const RootTest = "TestConformance"
 // StartupProof is the name of the immediate-startup proof's test.
 const StartupProof = "TestImmediateStartupCannotBypassContainment"
 
-// Roster is every behaviour, in the order the suite runs them.
+// Roster is every behaviour, in the order the suite runs them. Later behaviours use what
+// earlier ones brought up (the environments are made once, when first needed), and the down
+// behaviours come last.
 var Roster = []Behaviour{
-	{Name: "capabilities/declared-match-implemented", Description: "the capabilities a runtime declares are the ones it implements"},
 	{Name: "capabilities/identity", Description: "the runtime names itself as the manifest does"},
 	{Name: "up/refuses-no-environment-id", Description: "up without an environment id is refused before anything is created"},
 	{Name: "up/starts-a-service", Description: "up starts a service and reports it running"},
@@ -43,28 +51,29 @@ var Roster = []Behaviour{
 	{Name: "up/dependencies-first", Description: "a service starts only after the services it depends on are ready"},
 	{Name: "up/cycle-reported", Description: "a dependency cycle is reported, not waited on"},
 	{Name: "up/missing-dependency-reported", Description: "a dependency the manifest does not define is reported"},
-	{Name: "up/failed-migration-blocks-service", Description: "a service whose migration failed never starts"},
-	{Name: "up/failed-service-findable", Description: "a service that failed stays findable, with its reason"},
-	{Name: "up/instances-asked", Description: "replicas become that many running instances"},
-	{Name: "up/size-applied", Description: "the size asked is the size the instances run with"},
+	{Name: "up/failed-migration-blocks-service", Description: "a service whose migration failed never starts", Requires: Migrations, Slow: true},
+	{Name: "up/failed-service-findable", Description: "a service that failed stays findable, with its reason", Slow: true},
+	{Name: "up/instances-asked", Description: "replicas become that many running instances", Requires: Replicas},
+	{Name: "up/size-applied", Description: "the size asked is the size the instances run with", Requires: Resources},
+	{Name: "capabilities/declared-match-implemented", Description: "the capabilities a runtime declares are the ones it implements, and what it does not declare it refuses"},
 	{Name: "status/running-services", Description: "status reports the running services and their instances"},
-	{Name: "status/exit-code", Description: "status reports the exit code of a service that exited"},
+	{Name: "status/exit-code", Description: "status reports the exit code of a service that exited", Slow: true},
 	{Name: "status/unknown-environment-empty", Description: "status of an environment that does not exist is empty"},
+	{Name: "inventory/lists-and-attributes", Description: "the inventory lists live resources and attributes them to environments"},
+	{Name: "egress/no-policy-nothing-out", Description: "with no egress rules nothing gets out", Containment: true, Slow: true},
+	{Name: "egress/allowed-host-reached", Description: "a host an allow rule names is reached", Containment: true, Slow: true},
+	{Name: "egress/unlisted-host-refused", Description: "a host no rule names is refused", Containment: true, Slow: true},
+	{Name: "egress/proxy-ignoring-client", Description: "a client that ignores the proxy variables is contained too", Containment: true, Slow: true},
+	{Name: "egress/no-bypass-by-address", Description: "connecting to an address instead of a name does not get out", Containment: true, Slow: true},
+	{Name: "egress/no-metadata", Description: "the metadata endpoint cannot be reached", Containment: true, Slow: true},
+	{Name: "egress/no-bypass-by-udp", Description: "UDP to a public resolver does not get out", Containment: true, Slow: true},
+	{Name: "egress/names-do-not-cross", Description: "one environment's names do not resolve or connect from another", Containment: true, Slow: true},
+	{Name: "egress/no-api-server", Description: "the cluster API server cannot be reached", Containment: true, Slow: true},
+	{Name: "egress/no-token", Description: "no instance has a service-account token", Containment: true, Slow: true},
 	{Name: "down/removes-everything", Description: "down removes everything up created"},
 	{Name: "down/never-up-succeeds", Description: "down of an environment never brought up succeeds"},
 	{Name: "down/idempotent", Description: "a second down succeeds and changes nothing"},
 	{Name: "down/only-its-own", Description: "down leaves another environment and an unmanaged namespace untouched"},
-	{Name: "inventory/lists-and-attributes", Description: "the inventory lists live resources and attributes them to environments"},
-	{Name: "egress/no-policy-nothing-out", Description: "with no egress rules nothing gets out", Containment: true},
-	{Name: "egress/allowed-host-reached", Description: "a host an allow rule names is reached", Containment: true},
-	{Name: "egress/unlisted-host-refused", Description: "a host no rule names is refused", Containment: true},
-	{Name: "egress/proxy-ignoring-client", Description: "a client that ignores the proxy variables is contained too", Containment: true},
-	{Name: "egress/no-bypass-by-address", Description: "connecting to an address instead of a name does not get out", Containment: true},
-	{Name: "egress/no-metadata", Description: "the metadata endpoint cannot be reached", Containment: true},
-	{Name: "egress/no-bypass-by-udp", Description: "UDP to a public resolver does not get out", Containment: true},
-	{Name: "egress/names-do-not-cross", Description: "one environment's names do not resolve or connect from another", Containment: true},
-	{Name: "egress/no-api-server", Description: "the cluster API server cannot be reached", Containment: true},
-	{Name: "egress/no-token", Description: "no pod has a service-account token", Containment: true},
 }
 
 // Lookup returns the behaviour with the name.

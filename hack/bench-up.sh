@@ -71,7 +71,7 @@ for i in $(seq "$runs"); do
   "$af" down -f "$manifest" --env bench -q
   down=$(ms "$t")
 
-  ns=af-bench-plain
+  ns="af-bench-plain"
   t=$(date +%s%N)
   kubectl create namespace "$ns" >/dev/null
   plain "$ns" | kubectl apply -f - >/dev/null

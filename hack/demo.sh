@@ -16,7 +16,7 @@ afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
 keep=${AF_DEMO_KEEP:-}
 cleanup() {
   status=$?
-  [ -n "${pf:-}" ] && kill "$pf" 2>/dev/null || true
+  if [ -n "${pf:-}" ]; then kill "$pf" 2>/dev/null || true; fi
   if [ -z "$keep" ]; then
     echo "== cleaning up: af down and the cluster down"
     "$af" down -f "$manifest" --env shop-demo -q 2>/dev/null || true

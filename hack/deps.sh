@@ -4,11 +4,11 @@
 set -euo pipefail
 declare -A pkg=(
   [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs
-  [dockerd]=docker.io
+  [dockerd]=docker.io [shellcheck]=shellcheck
   [squid]=squid [tinyproxy]=tinyproxy [dnsmasq]=dnsmasq-base [dnsperf]=dnsperf [hey]=hey
 )
 case "${1:-test}" in
-  test)  want=(curl dig ip nft node dockerd) ;;
+  test)  want=(curl dig ip nft node dockerd shellcheck) ;;
   bench) want=(curl ip squid tinyproxy dnsmasq dnsperf hey) ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

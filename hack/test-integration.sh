@@ -2,9 +2,11 @@
 # The integration phase of `make test`: the real test cluster (testcluster/), brought up, used,
 # and always taken down again, even when a test fails.
 #   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
-#      image in containerd, the Kubernetes runtime (af up/down/status of the example and more);
+#      image in containerd, the Kubernetes runtime (af up/down/status of the example and more),
+#      then conformance (the roster and the startup proof; the verdict reader must accept);
 #   2. no enforcer: the negative controls (default-deny blocks nothing; af up refuses with
-#      AF-RUN-043 and runs no service image);
+#      AF-RUN-043 and runs no service image; conformance fails and the reader refuses, naming
+#      every containment behaviour);
 #   3. down, and nothing is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,14 +27,18 @@ AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
 AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
 AF_TESTCLUSTER=1 gotest ./images/
 AF_TESTCLUSTER=1 gotest -run 'TestUpBuildsPublishesAndRuns' ./cmd/af/internal/cmd/root/
-AF_TESTCLUSTER=1 gotest ./runtime/...
+AF_TESTCLUSTER=1 gotest -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment)$' ./runtime/...
 
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
+
+echo "== 1b. conformance on the enforcing cluster (make conformance)"
+AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
 
 echo "== 2. the same cluster without an enforcer (negative control)"
 afcluster up -enforcer none
 AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
 AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithoutEnforcer' ./runtime/kubernetes/
+AF_TESTCLUSTER=1 AF_CONFORMANCE_REPORT=bin/conformance-no-enforcer.jsonl ./hack/conformance.sh --expect-refusal
 
 echo "== 3. down, and nothing left"
 afcluster down

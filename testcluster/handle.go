@@ -72,20 +72,8 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 		PodCIDR:     layout.PodCIDR,
 		ServiceCIDR: layout.ServiceCIDR,
 		TestImage:   node.TestImage,
-		Internet: FakeInternet{
-			CIDR:           layout.FakeInternetCIDR,
-			PublicTCP:      net.JoinHostPort(layout.PublicIP, "80"),
-			PublicUDP:      net.JoinHostPort(layout.PublicIP, "7"),
-			Resolver:       net.JoinHostPort(layout.ResolverIP, "53"),
-			AllowedAPIHost: layout.AllowedAPIHost,
-			AllowedAPIIP:   layout.AllowedAPIIP,
-			BlockedAPIHost: layout.BlockedAPIHost,
-			BlockedAPIIP:   layout.BlockedAPIIP,
-			PublicHost:     layout.PublicHost,
-			Metadata:       net.JoinHostPort(layout.MetadataIP, "80"),
-			MetadataIP:     layout.MetadataIP,
-		},
-		dirs: dirs,
+		Internet:    Internet(),
+		dirs:        dirs,
 	}
 	if st.Ingress {
 		h.IngressHTTP, h.IngressHTTPS = layout.IngressHTTPAddr, layout.IngressHTTPSAddr
@@ -179,4 +167,36 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 		return err
 	}
 	return h.ImportImage(ctx, archive)
+}
+
+// Internet is the fake internet's plan: its addresses and names, the same wherever it runs
+// (beside this test cluster, or beside a k3d cluster for make k8s-conformance).
+func Internet() FakeInternet {
+	return FakeInternet{
+		CIDR:           layout.FakeInternetCIDR,
+		PublicTCP:      net.JoinHostPort(layout.PublicIP, "80"),
+		PublicUDP:      net.JoinHostPort(layout.PublicIP, "7"),
+		Resolver:       net.JoinHostPort(layout.ResolverIP, "53"),
+		AllowedAPIHost: layout.AllowedAPIHost,
+		AllowedAPIIP:   layout.AllowedAPIIP,
+		BlockedAPIHost: layout.BlockedAPIHost,
+		BlockedAPIIP:   layout.BlockedAPIIP,
+		PublicHost:     layout.PublicHost,
+		Metadata:       net.JoinHostPort(layout.MetadataIP, "80"),
+		MetadataIP:     layout.MetadataIP,
+	}
+}
+
+// TestImageRef is the test image's reference.
+const TestImageRef = node.TestImage
+
+// WriteTestImageArchive writes the test image (Debian's static busybox and the aftool binary
+// given) as a docker archive named TestImageRef, for clusters other than this one (make
+// k8s-conformance imports it into k3d). It needs /bin/busybox from busybox-static.
+func WriteTestImageArchive(ctx context.Context, path, aftool string) error {
+	spec, err := node.TestImageSpec(ctx, node.TestImage, aftool)
+	if err != nil {
+		return err
+	}
+	return build.WriteArchive(spec, path)
 }

@@ -33,6 +33,7 @@ type fixture struct {
 	h                     *testcluster.Handle
 	kube                  kubernetes.Interface
 	webImage, workerImage string
+	ingress               *IngressController
 }
 
 var (
@@ -43,6 +44,13 @@ var (
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	if kc := os.Getenv("AF_CONFORMANCE_KUBECONFIG"); kc != "" {
+		fixtureOnce.Do(func() { fixtureVal, fixtureErr = externalFixture(kc) })
+		if fixtureErr != nil {
+			t.Fatal(fixtureErr)
+		}
+		return fixtureVal
+	}
 	h := testcluster.Require(t)
 	fixtureOnce.Do(func() { fixtureVal, fixtureErr = newFixture(h) })
 	if fixtureErr != nil {
@@ -72,7 +80,8 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 		return nil, err
 	}
 	// The example's services, from their static binaries.
-	fx := &fixture{h: h, webImage: "af.local/shop-web:test", workerImage: "af.local/shop-worker:test"}
+	fx := &fixture{h: h, webImage: "af.local/shop-web:test", workerImage: "af.local/shop-worker:test",
+		ingress: &IngressController{Namespace: "af-ingress", Labels: map[string]string{"app.kubernetes.io/name": "traefik"}}}
 	for ref, pkg := range map[string]string{fx.webImage: "./web", fx.workerImage: "./worker"} {
 		out := filepath.Join(dir, "shop-"+strings.TrimPrefix(pkg, "./"))
 		if err := gobuild(out, pkg, "../../examples/shop"); err != nil {
@@ -90,6 +99,46 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 	return fx, err
 }
 
+// externalFixture is a cluster other than the test cluster (make k8s-conformance: k3d), with
+// the test image and the engine image already imported and the fake internet beside it. Only
+// the conformance suite and the startup proof run against it.
+//
+//	AF_CONFORMANCE_KUBECONFIG       the cluster's kubeconfig (its current context is used)
+//	AF_CONFORMANCE_APISERVER        host:port of the API server as pods would reach it directly
+//	AF_CONFORMANCE_INGRESS          host:port where the ingress controller serves preview URLs
+//	AF_CONFORMANCE_INGRESS_CONTROLLER  NAMESPACE/KEY=VALUE of the controller's pods
+func externalFixture(kubeconfig string) (*fixture, error) {
+	need := map[string]string{}
+	for _, k := range []string{"AF_CONFORMANCE_APISERVER", "AF_CONFORMANCE_INGRESS", "AF_CONFORMANCE_INGRESS_CONTROLLER"} {
+		if need[k] = os.Getenv(k); need[k] == "" {
+			return nil, fmt.Errorf("%s is not set: make k8s-conformance sets it", k)
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ns, sel, ok := strings.Cut(need["AF_CONFORMANCE_INGRESS_CONTROLLER"], "/")
+	k, v, ok2 := strings.Cut(sel, "=")
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("AF_CONFORMANCE_INGRESS_CONTROLLER %q: want NAMESPACE/KEY=VALUE", need["AF_CONFORMANCE_INGRESS_CONTROLLER"])
+	}
+	apiIP, _, err := net.SplitHostPort(need["AF_CONFORMANCE_APISERVER"])
+	if err != nil {
+		return nil, fmt.Errorf("AF_CONFORMANCE_APISERVER: %w", err)
+	}
+	h := &testcluster.Handle{
+		Kubeconfig: kubeconfig, APIServer: "https://" + need["AF_CONFORMANCE_APISERVER"], APIServerIP: apiIP,
+		IngressHTTP: need["AF_CONFORMANCE_INGRESS"], TestImage: testcluster.TestImageRef,
+		Enforcer: "external", Internet: testcluster.Internet(),
+	}
+	return &fixture{h: h, kube: kube, ingress: &IngressController{Namespace: ns, Labels: map[string]string{k: v}}}, nil
+}
+
 // runtime returns the runtime under test, its gates and probe pointed at the fake internet.
 func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 	o := Options{
@@ -102,7 +151,7 @@ func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 		},
 		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) },
 		// Preview hosts do not resolve here: they are reached where Traefik listens.
-		IngressController: &IngressController{Namespace: "af-ingress", Labels: map[string]string{"app.kubernetes.io/name": "traefik"}},
+		IngressController: fx.ingress,
 		IngressAddress:    fx.h.IngressHTTP,
 		URLScheme:         "http",
 	}

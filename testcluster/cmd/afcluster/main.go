@@ -40,7 +40,7 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers|import|image")
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers|import|image|test-image")
 	}
 	switch args[0] {
 	case "up", "ensure":
@@ -96,6 +96,16 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Println("nothing of the test cluster is left")
 		return nil
+	case "test-image":
+		// The test image as an archive, for another cluster (make k8s-conformance).
+		if len(args) != 3 {
+			return fmt.Errorf("usage: afcluster test-image ARCHIVE AFTOOL-BINARY")
+		}
+		if err := testcluster.WriteTestImageArchive(ctx, args[1], args[2]); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s (%s)\n", args[1], testcluster.TestImageRef)
+		return nil
 	case "import", "image":
 		h, err := testcluster.Open(ctx)
 		if err != nil {
@@ -116,7 +126,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Printf("imported %s (%s)\n", args[1], args[2])
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, leftovers, import or image)", args[0])
+		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, leftovers, import, image or test-image)", args[0])
 	}
 }
 

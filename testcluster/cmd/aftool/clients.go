@@ -37,6 +37,28 @@ func echo(ctx context.Context, proto string, args []string) error {
 	return nil
 }
 
+// connect reports whether a TCP connection to the address is accepted, whatever the server
+// then says: for servers that do not echo (an API server).
+func connect(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("connect", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 2*time.Second, "give up after")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("usage: aftool connect [-timeout D] HOST:PORT")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("connect %s ok (%s)\n", fs.Arg(0), c.RemoteAddr())
+	return c.Close()
+}
+
 func dns(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dns", flag.ContinueOnError)
 	server := fs.String("server", "", "DNS server HOST:PORT (default: first nameserver in /etc/resolv.conf)")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net"
 	"slices"
 	"testing"
 )
@@ -15,5 +17,20 @@ func TestCandidatesFollowSearchAndNdots(t *testing.T) {
 	}
 	if got, want := c.candidates("x.test."), []string{"x.test."}; !slices.Equal(got, want) {
 		t.Errorf("candidates(absolute) = %v, want %v", got, want)
+	}
+}
+
+func TestConnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := connect(context.Background(), []string{"-timeout", "2s", addr}); err != nil {
+		t.Errorf("connect to a listening port: %v", err)
+	}
+	ln.Close()
+	if err := connect(context.Background(), []string{"-timeout", "2s", addr}); err == nil {
+		t.Error("connect to a closed port succeeded")
 	}
 }

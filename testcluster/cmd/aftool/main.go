@@ -3,6 +3,7 @@
 //
 //	aftool serve [-tcp :8080] [-udp :8081]
 //	aftool tcp HOST:PORT        # exit 0 when the echo came back
+//	aftool connect HOST:PORT    # exit 0 when the TCP handshake completed (any server)
 //	aftool udp HOST:PORT
 //	aftool dns [-server HOST:PORT] NAME
 //	aftool http URL             # exit 0 on any HTTP answer; prints the body
@@ -30,13 +31,15 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: aftool serve|tcp|udp|dns|http|probe ...")
+		return fmt.Errorf("usage: aftool serve|tcp|udp|connect|dns|http|probe ...")
 	}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:])
 	case "tcp", "udp":
 		return echo(ctx, args[0], args[1:])
+	case "connect":
+		return connect(ctx, args[1:])
 	case "dns":
 		return dns(ctx, args[1:])
 	case "http":

@@ -67,6 +67,57 @@ count, or every reason it refuses (AF-RUN-049). "-" reads standard input.`,
 		},
 	}
 	verify.Flags().StringVar(&pkg, "package", DefaultPackage, "the Go package the suite ran in")
-	cmd.AddCommand(verify)
+	cmd.AddCommand(verify, newCmdRoster(f))
+	return cmd
+}
+
+// newCmdRoster returns `af conformance roster`: the behaviours the suite runs.
+func newCmdRoster(f *factory.Factory) *cobra.Command {
+	var onlyContainment bool
+	cmd := &cobra.Command{
+		Use:   "roster",
+		Short: "List the behaviours the conformance suite runs",
+		Long: `Lists every behaviour of the conformance suite: its name, whether it is a containment
+behaviour (which nothing may skip), the capability it requires, and what it checks.
+--containment prints only the containment behaviours' names, one per line.`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			var list []conformance.Behaviour
+			for _, b := range conformance.Roster {
+				if !onlyContainment || b.Containment {
+					list = append(list, b)
+				}
+			}
+			if f.IO.JSON() {
+				type row struct {
+					Name        string `json:"name"`
+					Description string `json:"description"`
+					Requires    string `json:"requires,omitempty"`
+					Containment bool   `json:"containment"`
+				}
+				rows := []row{}
+				for _, b := range list {
+					rows = append(rows, row{b.Name, b.Description, string(b.Requires), b.Containment})
+				}
+				return f.WriteJSON(rows)
+			}
+			for _, b := range list {
+				if onlyContainment {
+					fmt.Fprintln(f.IO.Out, b.Name)
+					continue
+				}
+				kind, req := "", string(b.Requires)
+				if b.Containment {
+					kind = "containment"
+				}
+				if req == "" {
+					req = "-"
+				}
+				fmt.Fprintf(f.IO.Out, "%-42s %-11s %-10s %s\n", b.Name, kind, req, b.Description)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&onlyContainment, "containment", false, "only the containment behaviours' names")
 	return cmd
 }

@@ -391,3 +391,20 @@ func TestConformanceVerify(t *testing.T) {
 		t.Errorf("verify -o json: exit %d %s", j.code, j.out)
 	}
 }
+
+func TestConformanceRoster(t *testing.T) {
+	r := run(t, nil, "", "conformance", "roster", "--containment")
+	var want []string
+	for _, b := range conformance.Roster {
+		if b.Containment {
+			want = append(want, b.Name)
+		}
+	}
+	if r.code != 0 || r.out != strings.Join(want, "\n")+"\n" || len(want) != 10 {
+		t.Errorf("roster --containment: exit %d %q", r.code, r.out)
+	}
+	j := run(t, nil, "", "conformance", "roster", "-o", "json")
+	if j.code != 0 || strings.Count(j.out, `"name"`) != len(conformance.Roster) || !strings.Contains(j.out, `"requires": "ingress"`) {
+		t.Errorf("roster -o json: exit %d %s", j.code, j.out)
+	}
+}

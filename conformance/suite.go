@@ -1,0 +1,402 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/runtime"
+)
+
+// Targets are the hosts the suite tries to reach. They come from the caller, always: on the
+// local test cluster a fake internet, a fake metadata server and the cluster's own API
+// server, all in network namespaces the test cluster made. Never a real public address.
+type Targets struct {
+	// AllowedHost is an HTTP host (port 80) the suite's main environment allows by rule, and
+	// AllowedIP its address (tried directly: an address must not get what the name gets).
+	AllowedHost, AllowedIP string
+	// UnlistedHost is an HTTP host (port 80) no rule names.
+	UnlistedHost string
+	// Banner is in every answer AllowedHost and UnlistedHost give, so an answer from the
+	// origin is told apart from the runtime's refusal.
+	Banner string
+	// PublicTCP is host:port of a TCP echo on a public address.
+	PublicTCP string
+	// Resolver is host:port of a public DNS resolver (UDP); ResolverName is a name it answers.
+	Resolver, ResolverName string
+	// Metadata is host:port of a cloud metadata server (HTTP); MetadataBanner is in its answers.
+	Metadata, MetadataBanner string
+	// APIServer lists host:port of the platform's API server, every way an instance could
+	// address it.
+	APIServer []string
+	// TokenPaths are the files a platform credential would be at inside an instance.
+	TokenPaths []string
+}
+
+// Options configure a run of the suite.
+type Options struct {
+	Targets Targets
+	// Image runs every service the suite starts: it has a POSIX shell, busybox (httpd) and
+	// aftool (testcluster/cmd/aftool).
+	Image string
+	// Prefix starts every environment id the suite uses (default "conf").
+	Prefix string
+	// NamespacePrefix is the manifests' runtime.namespace_prefix (default "af-conf-").
+	NamespacePrefix string
+	// Domain is the manifests' runtime.domain when the runtime declares ingress.
+	Domain string
+	// SkipSlow skips the slow behaviours that are not containment, as `go test -short` does:
+	// for a quick look while developing. Containment behaviours still run; the verdict reader
+	// refuses a run that skipped anything that requires nothing.
+	SkipSlow bool
+	// UpTimeout bounds each up and down (default 10m).
+	UpTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.Prefix == "" {
+		o.Prefix = "conf"
+	}
+	if o.NamespacePrefix == "" {
+		o.NamespacePrefix = "af-conf-"
+	}
+	if o.Domain == "" {
+		o.Domain = "conformance.af.test"
+	}
+	if o.UpTimeout == 0 {
+		o.UpTimeout = 10 * time.Minute
+	}
+}
+
+// missing names the options the suite cannot run without.
+func (o Options) missing() []string {
+	var out []string
+	for name, v := range map[string]string{
+		"Image": o.Image, "Targets.AllowedHost": o.Targets.AllowedHost, "Targets.AllowedIP": o.Targets.AllowedIP,
+		"Targets.UnlistedHost": o.Targets.UnlistedHost, "Targets.Banner": o.Targets.Banner, "Targets.PublicTCP": o.Targets.PublicTCP,
+		"Targets.Resolver": o.Targets.Resolver, "Targets.ResolverName": o.Targets.ResolverName, "Targets.Metadata": o.Targets.Metadata,
+		"Targets.MetadataBanner": o.Targets.MetadataBanner,
+	} {
+		if v == "" {
+			out = append(out, name)
+		}
+	}
+	if len(o.Targets.APIServer) == 0 {
+		out = append(out, "Targets.APIServer")
+	}
+	if len(o.Targets.TokenPaths) == 0 {
+		out = append(out, "Targets.TokenPaths")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// decide says whether a behaviour is skipped, and why. Containment behaviours never are.
+func decide(b Behaviour, caps runtime.Capabilities, skipSlow bool) (bool, string) {
+	if b.Containment {
+		return false, ""
+	}
+	if b.Requires != Always && !declares(caps, b.Requires) {
+		return true, fmt.Sprintf("the runtime declares no %s capability", b.Requires)
+	}
+	if skipSlow && b.Slow {
+		return true, "slow behaviours skipped (-short or Options.SkipSlow); a claim needs a full run"
+	}
+	return false, ""
+}
+
+func declares(caps runtime.Capabilities, r Requirement) bool {
+	switch r {
+	case Ingress:
+		return caps.Ingress
+	case Replicas:
+		return caps.Replicas
+	case Resources:
+		return caps.Resources
+	case Migrations:
+		return caps.Migrations
+	}
+	return r == Always
+}
+
+// checkRoster refuses a roster that could let containment be skipped or a behaviour go
+// unimplemented.
+func checkRoster(impl map[string]func(*testing.T, *suite)) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range Roster {
+		if seen[b.Name] {
+			out = append(out, b.Name+" is in the roster twice")
+		}
+		seen[b.Name] = true
+		if b.Containment && b.Requires != Always {
+			out = append(out, fmt.Sprintf("containment behaviour %s requires %q: nothing may make a containment behaviour skippable", b.Name, b.Requires))
+		}
+		if impl[b.Name] == nil {
+			out = append(out, b.Name+" has no implementation")
+		}
+	}
+	for name := range impl {
+		if !seen[name] {
+			out = append(out, name+" is implemented but not in the roster")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// suite is one run's state. Behaviours run one after another (never in parallel), so the
+// environments are made once, when first needed, and shared.
+type suite struct {
+	rt      runtime.Runtime
+	h       Harness
+	opts    Options
+	caps    runtime.Capabilities
+	ctx     context.Context
+	logf    func(string, ...any)
+	envs    map[string]*env // by role
+	order   []string        // roles in the order they were made, for the final down
+	memo    map[string]*tried
+	unknown []Unmanaged
+	downed  map[string]bool
+
+	// Recorded by downMain.
+	mainDownErr  error
+	otherBefore  []string
+	unmanagedRef runtime.Ref
+}
+
+// env is one environment the suite made (or tried to).
+type env struct {
+	ref runtime.Ref
+	res *runtime.Result
+	err error
+}
+
+// tried is the memoised outcome of one batch of attempts.
+type tried struct {
+	attempts []Attempt
+	out      map[string]Outcome
+	err      error
+}
+
+// RunRuntime runs every roster behaviour against the runtime the factory makes, as subtests
+// of t, which must be the test named RootTest. A behaviour whose requirement the runtime does
+// not declare is skipped by name with the reason; containment behaviours run whatever the
+// runtime declares and whatever -short or SkipSlow say; a behaviour never reached (a -run or
+// -skip filter) fails the suite, naming what went unmeasured. When the suite ends every
+// environment it made is downed and the runtime's inventory must be what it was at the start.
+func RunRuntime(t *testing.T, factory Factory, opts Options) {
+	t.Helper()
+	if t.Name() != RootTest {
+		t.Fatalf("RunRuntime runs as %s, not %s: the verdict reader only counts behaviours under %s", t.Name(), RootTest, RootTest)
+	}
+	opts.defaults()
+	impl := behaviours()
+	if problems := checkRoster(impl); len(problems) > 0 {
+		t.Fatalf("the roster is unsound:\n  %s", strings.Join(problems, "\n  "))
+	}
+	if m := opts.missing(); len(m) > 0 {
+		t.Fatalf("conformance options missing: %s (the targets are never guessed: tests name hosts they made)", strings.Join(m, ", "))
+	}
+	subject := factory(t)
+	if subject.Runtime == nil || subject.Harness == nil {
+		t.Fatal("the factory returned no runtime or no harness")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &suite{rt: subject.Runtime, h: subject.Harness, opts: opts, caps: subject.Runtime.Capabilities(), ctx: ctx,
+		logf: t.Logf, envs: map[string]*env{}, memo: map[string]*tried{}, downed: map[string]bool{}}
+	skipSlow := opts.SkipSlow || testing.Short()
+	t.Logf("runtime %s, capabilities %+v", s.rt.Name(), s.caps)
+
+	before, err := s.rt.Inventory(ctx)
+	if err != nil {
+		t.Fatalf("inventory before the suite: %v", err)
+	}
+	defer s.finish(t, before)
+
+	reached := map[string]bool{}
+	for _, b := range Roster {
+		fn := impl[b.Name]
+		t.Run(b.Name, func(t *testing.T) {
+			reached[b.Name] = true
+			if skip, why := decide(b, s.caps, skipSlow); skip {
+				t.Skipf("SKIPPED: %s", why)
+			}
+			t.Logf("%s: %s", b.Name, b.Description)
+			fn(t, s)
+		})
+	}
+	var unreached, containment []string
+	for _, b := range Roster {
+		if !reached[b.Name] {
+			unreached = append(unreached, b.Name)
+			if b.Containment {
+				containment = append(containment, b.Name)
+			}
+		}
+	}
+	if len(unreached) > 0 {
+		t.Errorf("%d behaviour(s) never reached, so unmeasured (a -run or -skip filter cannot narrow the conformance suite): %s; of them containment: %s",
+			len(unreached), strings.Join(unreached, ", "), orNone(containment))
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// finish downs every environment the suite made, removes what it made behind the runtime's
+// back, and compares the inventory with the one taken at the start.
+func (s *suite) finish(t *testing.T, before []runtime.Resource) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.UpTimeout)
+	defer cancel()
+	for _, role := range s.order {
+		e := s.envs[role]
+		if s.downed[role] {
+			continue
+		}
+		if err := s.rt.Down(ctx, e.ref); err != nil {
+			t.Errorf("cleanup: down %s: %v", e.ref.ID, err)
+		}
+	}
+	for _, u := range s.unknown {
+		if err := u.Remove(ctx); err != nil {
+			t.Errorf("cleanup: removing the unmanaged namespace: %v", err)
+		}
+	}
+	after, err := s.rt.Inventory(ctx)
+	if err != nil {
+		t.Errorf("inventory after the suite: %v", err)
+		return
+	}
+	had := map[string]bool{}
+	for _, r := range before {
+		had[key(r)] = true
+	}
+	var left []string
+	for _, r := range after {
+		if !had[key(r)] {
+			left = append(left, key(r)+" (environment "+r.Environment+")")
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("the suite left %d resource(s) behind: %s", len(left), strings.Join(left, ", "))
+	} else {
+		t.Logf("after the suite the inventory is as it was: %d resource(s), none of them the suite's", len(after))
+	}
+}
+
+func key(r runtime.Resource) string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// manifestFor parses a manifest given as a map (JSON is YAML), so defaults apply exactly as
+// they do for a user's af.yaml.
+func (s *suite) manifestFor(name string, services map[string]any, egress map[string]any, withDomain bool) (*manifest.Manifest, error) {
+	rt := map[string]any{"provider": s.rt.Name(), "namespace_prefix": s.opts.NamespacePrefix, "ttl": "1h"}
+	if withDomain && s.caps.Ingress {
+		rt["domain"] = s.opts.Domain
+	}
+	doc := map[string]any{"name": name, "runtime": rt, "services": services}
+	if egress != nil {
+		doc["egress"] = egress
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	res := manifest.Parse(data)
+	if !res.Valid() {
+		return nil, res.Err(name + ".yaml")
+	}
+	return res.Manifest, nil
+}
+
+// ref names one of the suite's environments.
+func (s *suite) ref(role string, m *manifest.Manifest) runtime.Ref {
+	return runtime.Ref{ID: s.opts.Prefix + "-" + role, Manifest: m, Repository: "af-conformance/suite"}
+}
+
+// up brings an environment up once and remembers the result (and the error), so every
+// behaviour that needs it shares one up.
+func (s *suite) up(role string, build func() (*manifest.Manifest, error)) *env {
+	if e, ok := s.envs[role]; ok {
+		return e
+	}
+	m, err := build()
+	e := &env{err: err}
+	if m != nil {
+		e.ref = s.ref(role, m)
+	}
+	s.envs[role] = e
+	if err != nil {
+		return e
+	}
+	s.order = append(s.order, role)
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.UpTimeout)
+	defer cancel()
+	start := time.Now()
+	e.res, e.err = s.rt.Up(ctx, runtime.Spec{Ref: e.ref})
+	s.logf("up %s: %s (%v)", e.ref.ID, time.Since(start).Round(time.Millisecond), e.err)
+	return e
+}
+
+// must fails the behaviour when the environment did not come up.
+func (e *env) must(t *testing.T) {
+	t.Helper()
+	if e.err != nil {
+		t.Fatalf("environment %s did not come up: %v", e.ref.ID, e.err)
+	}
+}
+
+// try runs a batch of attempts once per key and remembers the outcomes.
+func (s *suite) try(key string, run func(context.Context, []Attempt) ([]Outcome, error), attempts []Attempt) *tried {
+	if m, ok := s.memo[key]; ok {
+		return m
+	}
+	m := &tried{attempts: attempts, out: map[string]Outcome{}}
+	s.memo[key] = m
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+	defer cancel()
+	outs, err := run(ctx, attempts)
+	if err == nil && len(outs) != len(attempts) {
+		err = fmt.Errorf("the harness returned %d outcomes for %d attempts", len(outs), len(attempts))
+	}
+	m.err = err
+	if err == nil {
+		for i, a := range attempts {
+			m.out[a.Name] = outs[i]
+			s.logf("%s: %s (%s) -> ok=%v %q", key, a.Name, a, outs[i].OK, outs[i].Output)
+		}
+	}
+	return m
+}
+
+// get returns the outcome of one named attempt of the batch, failing t when the batch could
+// not run.
+func (m *tried) get(t *testing.T, name string) (Attempt, Outcome) {
+	t.Helper()
+	if m.err != nil {
+		t.Fatalf("the attempts could not be run: %v", m.err)
+	}
+	for _, a := range m.attempts {
+		if a.Name == name {
+			return a, m.out[name]
+		}
+	}
+	t.Fatalf("no attempt named %s", name)
+	return Attempt{}, Outcome{}
+}
