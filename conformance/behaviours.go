@@ -429,15 +429,10 @@ func refusesNoID(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := s.inventory(t, "")
-	_, err = s.rt.Up(s.context(t), runtime.Spec{Ref: runtime.Ref{ID: "", Manifest: m}})
-	if err == nil {
-		t.Fatal("up without an environment id succeeded")
-	}
-	t.Logf("refused: %v", err)
-	if after := s.inventory(t, ""); !slices.Equal(before, after) {
-		t.Errorf("up without an id changed the inventory:\nbefore %v\nafter  %v", before, after)
-	}
+	s.leavesInventory(t, "up without an environment id", func() error {
+		_, err := s.rt.Up(s.context(t), runtime.Spec{Ref: runtime.Ref{ID: "", Manifest: m}})
+		return err
+	}, true)
 }
 
 func startsAService(t *testing.T, s *suite) {
@@ -826,12 +821,25 @@ func downNeverUp(t *testing.T, s *suite) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.leavesInventory(t, "down of an environment never up", func() error { return s.rt.Down(s.context(t), s.ref("never", m)) }, false)
+}
+
+// leavesInventory runs op and requires that the inventory is the same afterwards, and that op
+// failed (refusal) or succeeded (!refusal).
+func (s *suite) leavesInventory(t *testing.T, what string, op func() error, refusal bool) {
+	t.Helper()
 	before := s.inventory(t, "")
-	if err := s.rt.Down(s.context(t), s.ref("never", m)); err != nil {
-		t.Errorf("down of an environment never up: %v", err)
+	err := op()
+	switch {
+	case refusal && err == nil:
+		t.Errorf("%s succeeded; it must be refused", what)
+	case refusal:
+		t.Logf("%s refused: %v", what, err)
+	case err != nil:
+		t.Errorf("%s: %v", what, err)
 	}
 	if after := s.inventory(t, ""); !slices.Equal(before, after) {
-		t.Errorf("down of an environment never up changed the inventory:\nbefore %v\nafter  %v", before, after)
+		t.Errorf("%s changed the inventory:\nbefore %v\nafter  %v", what, before, after)
 	}
 }
 
@@ -839,13 +847,7 @@ func downIdempotent(t *testing.T, s *suite) {
 	if err := s.downMain(t); err != nil {
 		t.Fatalf("first down: %v", err)
 	}
-	before := s.inventory(t, "")
-	if err := s.rt.Down(s.context(t), s.envs[roleMain].ref); err != nil {
-		t.Errorf("second down: %v", err)
-	}
-	if after := s.inventory(t, ""); !slices.Equal(before, after) {
-		t.Errorf("the second down changed the inventory:\nbefore %v\nafter  %v", before, after)
-	}
+	s.leavesInventory(t, "the second down", func() error { return s.rt.Down(s.context(t), s.envs[roleMain].ref) }, false)
 }
 
 func downOnlyItsOwn(t *testing.T, s *suite) {

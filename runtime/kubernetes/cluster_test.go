@@ -310,29 +310,11 @@ func (fx *fixture) inPod(t *testing.T, ns, service, name, script string) string 
 	tpl.Spec.Containers = []corev1.Container{app}
 	tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Spec: tpl.Spec}
-	if _, err := fx.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = fx.kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) }()
-	for {
-		p, err := fx.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("pod %s did not finish: %+v", name, p.Status)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	raw, err := fx.kube.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: "test"}).DoRaw(ctx)
+	log, err := (&harness{kube: fx.kube}).runPod(ctx, pod)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pod %s: %v", name, err)
 	}
-	return string(raw)
+	return log
 }
 
 // checkScript runs each named command and prints "RESULT name rc output" for it.
