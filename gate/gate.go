@@ -162,7 +162,18 @@ func Check(ctx context.Context, cfg Config) Result {
 			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
 			streak, last = 0, nil
 		} else {
-			last = runRound(ctx, cfg, round)
+			attempts := runRound(ctx, cfg, round)
+			// (By the clock too: an attempt can end at the deadline a moment before the
+			// context's timer marks it done.)
+			if deadline, _ := ctx.Deadline(); ctx.Err() != nil || !time.Now().Before(deadline) {
+				// The deadline cut this round short: its attempts ended by the deadline, not
+				// by the network, so they are neither denials nor part of the verdict.
+				res.Rounds = round - 1
+				cfg.log("round=%d discarded: the deadline passed during it", round)
+				res.finish(cfg, last, lastReason)
+				break
+			}
+			last = attempts
 			allDenied := true
 			for _, a := range last {
 				if a.Outcome == Escaped {
@@ -195,13 +206,7 @@ func Check(ctx context.Context, cfg Config) Result {
 		case <-time.After(cfg.Interval):
 		}
 		if ctx.Err() != nil {
-			res.Routes = last
-			if hasEscape(last) {
-				res.Verdict = Escape
-			} else {
-				res.Verdict = CannotAnswer
-				res.Reason = fmt.Sprintf("no %d consecutive all-denied rounds within %s: %s", cfg.Rounds, cfg.Deadline, lastReason)
-			}
+			res.finish(cfg, last, lastReason)
 			break
 		}
 	}
@@ -211,6 +216,18 @@ func Check(ctx context.Context, cfg Config) Result {
 	sort.Slice(res.Escaped, func(i, j int) bool { return res.Escaped[i].Route < res.Escaped[j].Route })
 	res.MS = ms(time.Since(start))
 	return res
+}
+
+// finish gives the verdict when the deadline passed: escaped when a route got out in the last
+// complete round, otherwise no answer.
+func (res *Result) finish(cfg Config, last []Attempt, lastReason string) {
+	res.Routes = last
+	if hasEscape(last) {
+		res.Verdict = Escape
+		return
+	}
+	res.Verdict = CannotAnswer
+	res.Reason = fmt.Sprintf("no %d consecutive all-denied rounds within %s: %s", cfg.Rounds, cfg.Deadline, lastReason)
 }
 
 func hasEscape(as []Attempt) bool {
