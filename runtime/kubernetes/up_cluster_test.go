@@ -663,7 +663,10 @@ func TestUpPublishesArchives(t *testing.T) {
 	down(t, rt, ref)
 	// af's own binary is published as the engine image too, and pods pull it by digest.
 	bin := filepath.Join(t.TempDir(), "af")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "../../cmd/af")
+	// Built with its own version string, so the published engine image differs from the one
+	// imported into the node: a pod pulling an image identical to a node's imported one from
+	// the registry breaks the node's copy (containerd 1.6), and later tests need that copy.
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X github.com/antifailure/af/version.Version=publish-test", "-o", bin, "../../cmd/af")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
