@@ -91,6 +91,8 @@ func fakeOptions() Options {
 		PublicTCP: "198.51.100.10:80", Resolver: "198.51.100.53:53", ResolverName: "public.fake.test",
 		Metadata: "169.254.77.1:80", MetadataBanner: "af-fake-metadata",
 		APIServer: []string{"10.244.0.1:6443"}, TokenPaths: []string{"/var/run/secrets/kubernetes.io/serviceaccount/token"},
+		ClusterResolver: "10.96.0.10:53", ClusterName: "kubernetes.default.svc.cluster.local",
+		Node: []string{"10.244.0.1:10250", "10.244.0.1:30999"},
 	}}
 }
 

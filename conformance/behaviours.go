@@ -60,6 +60,8 @@ func behaviours() map[string]func(*testing.T, *suite) {
 		"egress/names-do-not-cross":               namesDoNotCross,
 		"egress/no-api-server":                    noAPIServer,
 		"egress/no-token":                         noToken,
+		"egress/no-bypass-by-ipv6-link-local":     noBypassByLinkLocal,
+		"egress/no-node-access":                   noNodeAccess,
 		"down/removes-everything":                 downRemovesEverything,
 		"down/never-up-succeeds":                  downNeverUp,
 		"down/idempotent":                         downIdempotent,
@@ -236,8 +238,19 @@ func (s *suite) outside(t *testing.T) *tried {
 	for i, p := range tg.TokenPaths {
 		attempts = append(attempts, Attempt{Name: fmt.Sprintf("token-%d", i), Kind: Read, Target: p})
 	}
+	attempts = append(attempts,
+		Attempt{Name: "cluster-dns", Kind: DNS, Target: tg.ClusterName, Server: tg.ClusterResolver},
+		Attempt{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
+	)
+	for i, a := range tg.Node {
+		attempts = append(attempts, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
+	}
 	return s.try("outside", s.h.TryOutside, attempts)
 }
+
+// linkLocalPorts are the ports the link-local sweep tries on every neighbour: DNS (the cluster
+// resolver), the suite's services' port, the sidecar's control port, the kubelet.
+const linkLocalPorts = "53,8080,9901,10250"
 
 // fromMain tries everything from a throwaway instance of main's api.
 func (s *suite) fromMain(t *testing.T) *tried {
@@ -283,6 +296,13 @@ func (s *suite) fromMain(t *testing.T) *tried {
 	}
 	for i, a := range cross {
 		attempts = append(attempts, Attempt{Name: fmt.Sprintf("cross-%d", i), Kind: TCP, Target: a})
+	}
+	attempts = append(attempts,
+		Attempt{Name: "cluster-dns", Kind: DNS, Target: tg.ClusterName, Server: tg.ClusterResolver},
+		Attempt{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
+	)
+	for i, a := range tg.Node {
+		attempts = append(attempts, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
 	}
 	return s.try("main", func(ctx context.Context, a []Attempt) ([]Outcome, error) {
 		return s.h.Try(ctx, e.ref, "api", a)
@@ -770,6 +790,54 @@ func noToken(t *testing.T, s *suite) {
 		s.control(t, name, "")
 		fails(t, m, name)
 	}
+}
+
+// noBypassByLinkLocal: over IPv6 link-local nothing answers the instance. Where the instance
+// has IPv6, the same sweep from outside every environment must find the segment's neighbours
+// answering (another environment's instance on its port, the cluster resolver on 53): the
+// control. Where it has none but loopback, the route does not exist; the neighbours are then
+// shown alive over IPv4 (the other environment's instances, the cluster resolver), and the
+// instance may reach neither.
+func noBypassByLinkLocal(t *testing.T, s *suite) {
+	m := s.fromMain(t)
+	a, in := m.get(t, "link-local")
+	if in.OK {
+		t.Fatalf("ESCAPED: %s got an answer over IPv6 link-local: %q", a, in.Output)
+	}
+	s.control(t, "cluster-dns", "")
+	fails(t, m, "cluster-dns")
+	for _, name := range indexed(m, "cross-") {
+		if name != "cross-name" {
+			fails(t, m, name)
+		}
+	}
+	if strings.Contains(in.Output, "IPv6 disabled") || strings.Contains(in.Output, "the kernel has no IPv6") || strings.Contains(in.Output, "no interface but loopback") {
+		works(t, s.fromOther(t), "own-service", "") // the other environment's instance is alive
+		t.Logf("the instance has no IPv6 but loopback (%s): there is no link-local route; the neighbours answer over IPv4 and deny the instance", in.Output)
+		return
+	}
+	s.control(t, "link-local", "")
+	t.Logf("from outside the sweep found %q; from the instance: %q", s.outsideOutput(t, "link-local"), in.Output)
+}
+
+// noNodeAccess: the node's own address, on ports it serves to everyone outside an
+// environment (the kubelet, a host-network listener in the NodePort range), refuses the
+// instance.
+func noNodeAccess(t *testing.T, s *suite) {
+	m := s.fromMain(t)
+	names := indexed(m, "node-")
+	if len(names) == 0 {
+		t.Fatal("no node address to try (Targets.Node)")
+	}
+	for _, name := range names {
+		s.control(t, name, "")
+		fails(t, m, name)
+	}
+}
+
+func (s *suite) outsideOutput(t *testing.T, name string) string {
+	_, o := s.outside(t).get(t, name)
+	return o.Output
 }
 
 // ---- down ----

@@ -69,6 +69,10 @@ const (
 	HTTPProxy Kind = "http-proxy"
 	// Read reads the file Target.
 	Read Kind = "read"
+	// LinkLocal sweeps the instance's IPv6 segment: an ICMPv6 echo and a DNS query to the
+	// all-nodes group, then TCP to every neighbour on the ports Target lists ("53,8080"). OK
+	// when anything answered; an instance with no IPv6 but loopback fails, saying so.
+	LinkLocal Kind = "link-local"
 )
 
 // Attempt is one thing tried from an instance.

@@ -70,6 +70,8 @@ var Roster = []Behaviour{
 	{Name: "egress/names-do-not-cross", Description: "one environment's names do not resolve or connect from another", Containment: true, Slow: true},
 	{Name: "egress/no-api-server", Description: "the cluster API server cannot be reached", Containment: true, Slow: true},
 	{Name: "egress/no-token", Description: "no instance has a service-account token", Containment: true, Slow: true},
+	{Name: "egress/no-bypass-by-ipv6-link-local", Description: "nothing on the instance's IPv6 segment (another environment's instance, the cluster resolver, the node) answers it over link-local", Containment: true, Slow: true},
+	{Name: "egress/no-node-access", Description: "the node the instance runs on cannot be reached at its own address, NodePort range included", Containment: true, Slow: true},
 	{Name: "down/removes-everything", Description: "down removes everything up created"},
 	{Name: "down/never-up-succeeds", Description: "down of an environment never brought up succeeds"},
 	{Name: "down/idempotent", Description: "a second down succeeds and changes nothing"},

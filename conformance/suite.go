@@ -36,6 +36,12 @@ type Targets struct {
 	APIServer []string
 	// TokenPaths are the files a platform credential would be at inside an instance.
 	TokenPaths []string
+	// ClusterResolver is host:port of the platform's own resolver (UDP) and ClusterName a
+	// name it answers: instances must not reach it, only the runtime's own resolver.
+	ClusterResolver, ClusterName string
+	// Node lists host:port of the node an instance runs on, at its own address, on ports that
+	// answer from outside every environment; name one in the NodePort range (30000-32767).
+	Node []string
 }
 
 // Options configure a run of the suite.
@@ -80,7 +86,8 @@ func (o Options) missing() []string {
 		"Image": o.Image, "Targets.AllowedHost": o.Targets.AllowedHost, "Targets.AllowedIP": o.Targets.AllowedIP,
 		"Targets.UnlistedHost": o.Targets.UnlistedHost, "Targets.Banner": o.Targets.Banner, "Targets.PublicTCP": o.Targets.PublicTCP,
 		"Targets.Resolver": o.Targets.Resolver, "Targets.ResolverName": o.Targets.ResolverName, "Targets.Metadata": o.Targets.Metadata,
-		"Targets.MetadataBanner": o.Targets.MetadataBanner,
+		"Targets.MetadataBanner": o.Targets.MetadataBanner, "Targets.ClusterResolver": o.Targets.ClusterResolver,
+		"Targets.ClusterName": o.Targets.ClusterName,
 	} {
 		if v == "" {
 			out = append(out, name)
@@ -91,6 +98,9 @@ func (o Options) missing() []string {
 	}
 	if len(o.Targets.TokenPaths) == 0 {
 		out = append(out, "Targets.TokenPaths")
+	}
+	if len(o.Targets.Node) == 0 {
+		out = append(out, "Targets.Node")
 	}
 	sort.Strings(out)
 	return out

@@ -74,7 +74,7 @@ func TestVerifyAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.String(); got != "31 behaviours passed, 0 skipped, startup proof passed" {
+	if got := c.String(); got != "33 behaviours passed, 0 skipped, startup proof passed" {
 		t.Errorf("claim: %s", got)
 	}
 	// A behaviour that requires ingress may be skipped, by name, saying why.
@@ -82,7 +82,7 @@ func TestVerifyAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.String() != "30 behaviours passed, 1 skipped, startup proof passed" || c.SkipReasons[0] != "up/reachable-url: the runtime declares no ingress" {
+	if c.String() != "32 behaviours passed, 1 skipped, startup proof passed" || c.SkipReasons[0] != "up/reachable-url: the runtime declares no ingress" {
 		t.Errorf("claim with a skip: %s %v", c, c.SkipReasons)
 	}
 	// A behaviour's own nested subtests are fine.
@@ -166,7 +166,7 @@ func TestRosterNamesAreUnique(t *testing.T) {
 			}
 		}
 	}
-	if containment != 10 {
-		t.Errorf("%d containment behaviours, want the 10 the issue lists", containment)
+	if containment != 12 {
+		t.Errorf("%d containment behaviours, want the 12 the issues list (10, then IPv6 link-local and node access)", containment)
 	}
 }

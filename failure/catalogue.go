@@ -239,6 +239,17 @@ var (
 		Do: "The message names the address. Another process holds the port, or the sidecar lacks " +
 			"NET_BIND_SERVICE for a port below 1024.",
 	}
+	ClusterRangesUnknown = &Entry{
+		Code:  "AF-RUN-052",
+		Title: "cluster ranges unknown",
+		Exit:  ExitRefused,
+		Means: "The manifest has a cidr egress rule, and af could not learn all of the cluster's own " +
+			"address ranges (pods, Services, nodes): its identity may not list them, or the network " +
+			"plugin keeps them to itself. Without them af cannot keep the rule from opening the " +
+			"cluster's inside to the environment, so nothing was started.",
+		Do: "Let af list nodes and servicecidrs (networking.k8s.io), or name the ranges in " +
+			"AF_CLUSTER_CIDRS (comma-separated), or remove the cidr rule.",
+	}
 	Internal = &Entry{
 		Code:  "AF-RUN-099",
 		Title: "unexpected failure",
@@ -257,7 +268,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
-		SidecarConfigInvalid, SidecarListen,
+		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown,
 		Internal,
 	}
 }

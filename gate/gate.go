@@ -28,13 +28,23 @@ const (
 	RouteDNS       = "udp-dns"
 	RouteMetadata  = "metadata"
 	RouteAPIServer = "apiserver"
+	// RouteLinkLocal is the pod's IPv6 segment: neighbours over fe80:: (see linklocal.go).
+	RouteLinkLocal = "ipv6-link-local"
+	// RouteNode is the node the pod runs on, at its own address, on a port it serves.
+	RouteNode = "node-local"
 )
 
 // Target is one route and the address it tries.
 type Target struct {
 	Route string `json:"route"`
-	// Addr is host:port.
+	// Addr is host:port (for the link-local route: the group and the ports it tries).
 	Addr string `json:"target"`
+	// Network is "udp" for a UDP target of the node route; empty is the route's own.
+	Network string `json:"network,omitempty"`
+	// ports are the link-local route's TCP ports.
+	ports []portSpec
+	// env is what the link-local route reads of the pod (nil: the real one).
+	env *linkLocalEnv
 }
 
 // Config says what to try and how long to keep trying.
@@ -177,8 +187,8 @@ func Check(ctx context.Context, cfg Config) Result {
 			allDenied := true
 			for _, a := range last {
 				if a.Outcome == Escaped {
-					if _, seen := escaped[a.Route]; !seen {
-						escaped[a.Route] = a
+					if _, seen := escaped[a.Route+" "+a.Target]; !seen {
+						escaped[a.Route+" "+a.Target] = a
 					}
 				}
 				allDenied = allDenied && a.Outcome == Denied
@@ -213,7 +223,12 @@ func Check(ctx context.Context, cfg Config) Result {
 	for _, a := range escaped {
 		res.Escaped = append(res.Escaped, a)
 	}
-	sort.Slice(res.Escaped, func(i, j int) bool { return res.Escaped[i].Route < res.Escaped[j].Route })
+	sort.Slice(res.Escaped, func(i, j int) bool {
+		if res.Escaped[i].Route != res.Escaped[j].Route {
+			return res.Escaped[i].Route < res.Escaped[j].Route
+		}
+		return res.Escaped[i].Target < res.Escaped[j].Target
+	})
 	res.MS = ms(time.Since(start))
 	return res
 }
@@ -291,16 +306,27 @@ func try(ctx context.Context, t Target, timeout time.Duration) Attempt {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var err error
-	switch t.Route {
-	case RouteDNS:
+	switch {
+	case t.Route == RouteLinkLocal:
+		le := hostLinkLocalEnv()
+		if t.env != nil {
+			le = *t.env
+		}
+		outcome, detail := tryLinkLocal(ctx, le, t.ports)
+		return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
+	case t.Route == RouteDNS || t.Network == "udp":
 		err = tryDNS(ctx, t.Addr)
-	case RouteMetadata:
+	case t.Route == RouteMetadata:
 		err = tryHTTP(ctx, t.Addr)
 	default:
 		err = tryTCP(ctx, t.Addr)
 	}
 	outcome, detail := Classify(err)
-	return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
+	target := t.Addr
+	if t.Network == "udp" {
+		target += "/udp"
+	}
+	return Attempt{Route: t.Route, Target: target, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
 }
 
 func tryTCP(ctx context.Context, addr string) error {

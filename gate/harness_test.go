@@ -91,20 +91,15 @@ func newHarness(t *testing.T) *harness {
 	accept(sc.Listen(":3128"))
 	accept(inet.Listen(publicIP + ":443"))
 	accept(api.Listen(":6443"))
-	dns := inet.ListenPacket(resolverIP + ":53")
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, from, err := dns.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if n >= 12 {
-				buf[2] |= 0x80 // a response: whatever it says, it is an answer
-				_, _ = dns.WriteTo(buf[:n], from)
-			}
-		}
-	}()
+	serveDNS(inet.ListenPacket(resolverIP + ":53"))
+	// A neighbour on the pods' segment, as another environment's pod and the cluster resolver
+	// are on a bridge CNI: a resolver and a service on every address of both families.
+	nb := r.Attach("nb")
+	serveDNS(nb.ListenPacketNetwork("udp", ":53"))
+	accept(nb.ListenNetwork("tcp", ":8080"))
+	// The node: the router, serving a port in the NodePort range over TCP and UDP.
+	accept(r.Listen(":" + nodePort))
+	echoUDP(r.ListenPacket(":" + nodePort))
 	go func() {
 		_ = http.Serve(meta.Listen(metadataIP+":80"), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = w.Write([]byte("fake-metadata\n"))
@@ -114,9 +109,44 @@ func newHarness(t *testing.T) *harness {
 	h.args = []string{
 		"--public-tcp", publicIP + ":443", "--public-dns", resolverIP + ":53",
 		"--metadata", metadataIP + ":80", "--apiserver", api.Addr.String() + ":6443",
+		"--node", r.Addr.String(), "--node-ports", nodePort + "/tcp," + nodePort + "/udp",
 		"--sidecar", h.sidecar, "--ipv6", "off", "--timeout", "300ms", "--interval", "50ms",
 	}
 	return h
+}
+
+// nodePort is the node's port in the NodePort range (30000-32767) in the harness.
+const nodePort = "30999"
+
+// serveDNS answers every query on pc: whatever the answer says, it is an answer.
+func serveDNS(pc net.PacketConn) {
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if n >= 12 {
+				buf[2] |= 0x80
+				_, _ = pc.WriteTo(buf[:n], from)
+			}
+		}
+	}()
+}
+
+// echoUDP sends every datagram back.
+func echoUDP(pc net.PacketConn) {
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			_, _ = pc.WriteTo(buf[:n], from)
+		}
+	}()
 }
 
 // CNI behaviours, as nftables rules in the pod's namespace.
@@ -125,6 +155,15 @@ const (
 	enforceRej  = "reject"
 	udpHole     = "udp-hole"
 	cutOff      = "cut-off"
+	// ipv4Only is an enforcer that programs IPv4 alone, as kube-router does when it is not
+	// run dual-stack: IPv6 is untouched.
+	ipv4Only = "ipv4-only"
+	// ipv4OnlyNoEcho is the same with ICMPv6 echo dropped: the DNS query to ff02::1 must
+	// still find the resolver.
+	ipv4OnlyNoEcho = "ipv4-only-no-echo"
+	// nodePortHole denies everything but lets the pod reach the node's NodePort range, as
+	// kube-router's exemption for local NodePorts does.
+	nodePortHole = "nodeport-hole"
 )
 
 func (h *harness) enforce(pod *testnet.Host, mode string) {
@@ -140,6 +179,12 @@ func (h *harness) enforce(pod *testnet.Host, mode string) {
 		rules = fmt.Sprintf("ip daddr %s tcp dport 3128 accept\n\t\tmeta l4proto udp accept\n\t\tdrop", sc)
 	case cutOff:
 		rules = "drop"
+	case ipv4Only:
+		rules = fmt.Sprintf("meta nfproto ipv6 accept\n\t\tip daddr %s tcp dport 3128 accept\n\t\tdrop", sc)
+	case ipv4OnlyNoEcho:
+		rules = fmt.Sprintf("icmpv6 type echo-request drop\n\t\tmeta nfproto ipv6 accept\n\t\tip daddr %s tcp dport 3128 accept\n\t\tdrop", sc)
+	case nodePortHole:
+		rules = fmt.Sprintf("ip daddr %s tcp dport 3128 accept\n\t\tip daddr %s meta l4proto { tcp, udp } th dport 30000-32767 accept\n\t\tdrop", sc, h.r.Addr)
 	}
 	pod.Nft(fmt.Sprintf(`table inet cni {
 	chain out {
@@ -180,6 +225,15 @@ func (h *harness) gate(pod *testnet.Host, extra ...string) gateRun {
 	return run
 }
 
+func attemptOf(as []Attempt, route string) Attempt {
+	for _, a := range as {
+		if a.Route == route {
+			return a
+		}
+	}
+	return Attempt{}
+}
+
 func routesWith(as []Attempt, o Outcome) []string {
 	var out []string
 	for _, a := range as {
@@ -190,15 +244,28 @@ func routesWith(as []Attempt, o Outcome) []string {
 	return out
 }
 
+// routeSet is the distinct route names, sorted as they are tried.
+func routeSet(names []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 func TestGateScenarios(t *testing.T) {
 	h := newHarness(t)
-	all := []string{RouteTCP, RouteDNS, RouteMetadata, RouteAPIServer}
+	all := []string{RouteTCP, RouteDNS, RouteMetadata, RouteAPIServer, RouteLinkLocal, RouteNode}
 
 	t.Run("enforcing by dropping", func(t *testing.T) {
 		pod := h.r.Attach("pod1")
 		h.enforce(pod, enforceDrop)
 		g := h.gate(pod, "--deadline", "10s")
-		if g.code != 0 || g.res.Verdict != Contained || len(routesWith(g.res.Routes, Denied)) != 4 {
+		if g.code != 0 || g.res.Verdict != Contained || routeSet(routesWith(g.res.Routes, Denied)) != strings.Join(all, ",") || len(g.res.Routes) != 7 {
 			t.Fatalf("exit %d\n%s", g.code, g.out)
 		}
 	})
@@ -215,8 +282,8 @@ func TestGateScenarios(t *testing.T) {
 	})
 	t.Run("not enforcing", func(t *testing.T) {
 		pod := h.r.Attach("pod3")
-		g := h.gate(pod, "--deadline", "2s")
-		if g.code != 3 || g.res.Verdict != Escape || strings.Join(routesWith(g.res.Routes, Escaped), ",") != strings.Join(all, ",") {
+		g := h.gate(pod, "--deadline", "5s")
+		if g.code != 3 || g.res.Verdict != Escape || routeSet(routesWith(g.res.Routes, Escaped)) != strings.Join(all, ",") {
 			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
 		}
 		for _, r := range all {
@@ -232,8 +299,55 @@ func TestGateScenarios(t *testing.T) {
 		pod := h.r.Attach("pod4")
 		h.enforce(pod, udpHole)
 		g := h.gate(pod, "--deadline", "3s")
-		if g.code != 3 || strings.Join(routesWith(g.res.Routes, Escaped), ",") != RouteDNS {
+		// The node's UDP port answers through the same hole.
+		if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteDNS+","+RouteNode {
 			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
+		}
+	})
+	t.Run("IPv4-only enforcement: the segment answers over IPv6 link-local", func(t *testing.T) {
+		pod := h.r.Attach("pod6")
+		h.enforce(pod, ipv4Only)
+		g := h.gate(pod, "--deadline", "5s")
+		if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteLinkLocal {
+			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
+		}
+		if !strings.Contains(g.out, "AF-RUN-043") || !strings.Contains(g.out, RouteLinkLocal) {
+			t.Errorf("the error does not name the route:\n%s", g.out)
+		}
+		t.Logf("link-local: %+v", attemptOf(g.res.Routes, RouteLinkLocal))
+	})
+	t.Run("IPv4-only enforcement without echo: the resolver answers the all-nodes DNS query", func(t *testing.T) {
+		pod := h.r.Attach("pod7")
+		h.enforce(pod, ipv4OnlyNoEcho)
+		g := h.gate(pod, "--deadline", "5s")
+		ll := attemptOf(g.res.Routes, RouteLinkLocal)
+		if g.code != 3 || ll.Outcome != Escaped || !strings.Contains(ll.Detail, "DNS query to ff02::1") && !strings.Contains(ll.Detail, "on TCP") {
+			t.Fatalf("exit %d, link-local %+v\n%s", g.code, ll, g.out)
+		}
+		t.Logf("link-local: %+v", ll)
+	})
+	t.Run("IPv4-only enforcement with IPv6 disabled in the pod", func(t *testing.T) {
+		pod := h.r.Attach("pod8")
+		h.enforce(pod, ipv4Only)
+		if out, err := pod.Command(context.Background(), "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1").CombinedOutput(); err != nil {
+			t.Fatalf("sysctl: %v: %s", err, out)
+		}
+		g := h.gate(pod, "--deadline", "10s")
+		ll := attemptOf(g.res.Routes, RouteLinkLocal)
+		if g.code != 0 || ll.Outcome != Denied || !strings.Contains(ll.Detail, "IPv6 disabled on") {
+			t.Fatalf("exit %d, link-local %+v\n%s", g.code, ll, g.out)
+		}
+		t.Logf("link-local: %+v", ll)
+	})
+	t.Run("the NodePort range exempted: the node answers", func(t *testing.T) {
+		pod := h.r.Attach("pod9")
+		h.enforce(pod, nodePortHole)
+		g := h.gate(pod, "--deadline", "3s")
+		if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteNode {
+			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
+		}
+		if len(g.res.Escaped) != 2 {
+			t.Errorf("want both the node's TCP and UDP port escaped, got %+v", g.res.Escaped)
 		}
 	})
 	t.Run("sidecar unreachable", func(t *testing.T) {
@@ -263,7 +377,7 @@ func TestLateEnforcement(t *testing.T) {
 
 	single := h.r.Attach("new1")
 	once := h.gate(single, "--rounds", "1", "--deadline", "400ms")
-	if once.code != 3 || len(routesWith(once.res.Routes, Escaped)) != 4 {
+	if once.code != 3 || len(routesWith(once.res.Routes, Escaped)) < 4 {
 		t.Fatalf("single check at start: exit %d\n%s", once.code, once.out)
 	}
 
@@ -276,7 +390,7 @@ func TestLateEnforcement(t *testing.T) {
 	if g.code != 0 || g.res.Verdict != Contained {
 		t.Fatalf("gate: exit %d\n%s", g.code, g.out)
 	}
-	if len(g.res.Escaped) != 4 {
+	if len(g.res.Escaped) < 4 {
 		t.Errorf("the gate did not see the window open: escaped %v", g.res.Escaped)
 	}
 	if g.elapsed < late {

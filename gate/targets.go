@@ -3,6 +3,7 @@ package gate
 import (
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -15,15 +16,26 @@ const (
 	DefaultPublicDNS6  = "[2001:4860:4860::8888]:53"
 	DefaultMetadata6   = "[fd00:ec2::254]:80"
 	defaultSidecarPort = "3128"
+	// DefaultNodePorts is what the node route tries when no ports are named: the kubelet.
+	DefaultNodePorts = "10250/tcp"
 )
 
 // Addresses are the targets as configured (flags or environment); empty means the default.
 type Addresses struct {
 	PublicTCP, PublicDNS, Metadata, APIServer string
 	PublicTCP6, PublicDNS6, Metadata6         string
-	IPv6                                      string // auto, on or off
-	Getenv                                    func(string) string
-	InterfaceAddrs                            func() ([]net.Addr, error)
+	// IPv6 is auto, on or off, and governs only the public IPv6 routes (the -v6 ones). The
+	// link-local route cannot be turned off: it looks whenever the pod has IPv6 at all.
+	IPv6 string
+	// LinkLocalPorts are the TCP ports tried on every IPv6 neighbour (DefaultLinkLocalPorts).
+	LinkLocalPorts string
+	// Node is the address of the node the pod runs on (the downward API's status.hostIP);
+	// empty leaves the node route out. NodePorts are the ports it serves that the route tries
+	// ("10250/tcp,30999/udp"; DefaultNodePorts): name one in the NodePort range that a
+	// host-network listener answers, as the enforcer may exempt that range.
+	Node, NodePorts string
+	Getenv          func(string) string
+	InterfaceAddrs  func() ([]net.Addr, error)
 }
 
 // Targets resolves the configured addresses into the routes to try.
@@ -44,10 +56,10 @@ func (a Addresses) Targets() ([]Target, error) {
 		return nil, fmt.Errorf("no API server address: set --apiserver, or run in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT)")
 	}
 	ts := []Target{
-		{RouteTCP, or(a.PublicTCP, DefaultPublicTCP)},
-		{RouteDNS, or(a.PublicDNS, DefaultPublicDNS)},
-		{RouteMetadata, or(a.Metadata, DefaultMetadata)},
-		{RouteAPIServer, api},
+		{Route: RouteTCP, Addr: or(a.PublicTCP, DefaultPublicTCP)},
+		{Route: RouteDNS, Addr: or(a.PublicDNS, DefaultPublicDNS)},
+		{Route: RouteMetadata, Addr: or(a.Metadata, DefaultMetadata)},
+		{Route: RouteAPIServer, Addr: api},
 	}
 	v6 := false
 	switch strings.ToLower(or(a.IPv6, "auto")) {
@@ -61,12 +73,36 @@ func (a Addresses) Targets() ([]Target, error) {
 	}
 	if v6 {
 		ts = append(ts,
-			Target{RouteTCP + "-v6", or(a.PublicTCP6, DefaultPublicTCP6)},
-			Target{RouteDNS + "-v6", or(a.PublicDNS6, DefaultPublicDNS6)},
-			Target{RouteMetadata + "-v6", or(a.Metadata6, DefaultMetadata6)},
+			Target{Route: RouteTCP + "-v6", Addr: or(a.PublicTCP6, DefaultPublicTCP6)},
+			Target{Route: RouteDNS + "-v6", Addr: or(a.PublicDNS6, DefaultPublicDNS6)},
+			Target{Route: RouteMetadata + "-v6", Addr: or(a.Metadata6, DefaultMetadata6)},
 		)
 	}
+	llPorts, err := parsePorts(or(a.LinkLocalPorts, DefaultLinkLocalPorts))
+	if err != nil {
+		return nil, fmt.Errorf("link-local ports: %w", err)
+	}
+	ts = append(ts, Target{Route: RouteLinkLocal, Addr: "ff02::1 and neighbours, tcp " + portList(llPorts), ports: llPorts})
+	if a.Node != "" {
+		nodePorts, err := parsePorts(or(a.NodePorts, DefaultNodePorts))
+		if err != nil {
+			return nil, fmt.Errorf("node ports: %w", err)
+		}
+		if len(nodePorts) == 0 {
+			return nil, fmt.Errorf("node ports: none named")
+		}
+		for _, p := range nodePorts {
+			t := Target{Route: RouteNode, Addr: net.JoinHostPort(a.Node, strconv.Itoa(p.port))}
+			if p.proto == "udp" {
+				t.Network = "udp"
+			}
+			ts = append(ts, t)
+		}
+	}
 	for _, t := range ts {
+		if t.Route == RouteLinkLocal {
+			continue
+		}
 		if _, _, err := net.SplitHostPort(t.Addr); err != nil {
 			return nil, fmt.Errorf("%s target %q is not host:port", t.Route, t.Addr)
 		}

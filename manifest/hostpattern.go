@@ -172,3 +172,28 @@ var neverReachable = []netip.Prefix{
 	netip.MustParsePrefix("::1/128"),
 	netip.MustParsePrefix("fe80::/10"),
 }
+
+// commonClusterRanges are the ranges clusters commonly take their pod, Service and node
+// addresses from: flannel's and kind's pods (10.244/16), kubeadm's and kind's Services
+// (10.96/12), k3s's pods and Services (10.42/16, 10.43/16), Calico's default pool
+// (192.168/16), Docker's bridge (172.17/16) and the shared range several clouds use for pods
+// (100.64/10).
+var commonClusterRanges = []netip.Prefix{
+	netip.MustParsePrefix("10.244.0.0/16"),
+	netip.MustParsePrefix("10.96.0.0/12"),
+	netip.MustParsePrefix("10.42.0.0/16"),
+	netip.MustParsePrefix("10.43.0.0/16"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("172.17.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+}
+
+// clusterRangeOverlap returns the common cluster range p overlaps, if any.
+func clusterRangeOverlap(p netip.Prefix) (netip.Prefix, bool) {
+	for _, c := range commonClusterRanges {
+		if p.Overlaps(c) {
+			return c, true
+		}
+	}
+	return netip.Prefix{}, false
+}

@@ -268,6 +268,29 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
+func TestCIDRRuleOverClusterRangesWarns(t *testing.T) {
+	for _, c := range []struct {
+		cidr string
+		warn bool
+	}{
+		{"10.0.0.0/8", true},     // holds every 10/8 cluster range
+		{"10.244.0.0/16", true},  // flannel's and kind's pods
+		{"10.100.0.0/16", true},  // inside kubeadm's Services
+		{"192.168.4.0/24", true}, // inside Calico's default pool
+		{"10.20.0.0/16", false},  // a database's own range
+		{"198.51.100.0/24", false},
+	} {
+		r := Parse([]byte(base + "egress:\n  rules:\n    - cidr: " + c.cidr + "\n      mode: allow\n      ports: [5432]\n"))
+		if !r.Valid() {
+			t.Fatalf("%s: %v", c.cidr, r.Problems)
+		}
+		got := len(r.Warnings) == 1 && r.Warnings[0].Path == "egress.rules[0].cidr" && strings.Contains(r.Warnings[0].Message, "never lets the sidecar into the cluster")
+		if got != c.warn || (!c.warn && len(r.Warnings) > 0) {
+			t.Errorf("cidr %s: want warning %v, got %v", c.cidr, c.warn, r.Warnings)
+		}
+	}
+}
+
 func TestCommandForms(t *testing.T) {
 	r := Parse([]byte(withWeb("    command: ./web --port 8080\n    migrate: [\"/web\", \"migrate\"]\n")))
 	if !r.Valid() {

@@ -512,8 +512,10 @@ func (v *validator) egress(e *Egress) {
 				v.invalid(p+".host", "%q %s", r.Host, err)
 			}
 		default:
-			if _, err := ParseRange(r.CIDR); err != nil {
+			if pr, err := ParseRange(r.CIDR); err != nil {
 				v.invalid(p+".cidr", "%q %s", r.CIDR, err)
+			} else if c, ok := clusterRangeOverlap(pr); ok {
+				v.warn(p+".cidr", "%q overlaps %s, where clusters commonly put their pods, Services and nodes; af never lets the sidecar into the cluster's own ranges (it discovers them), but name only the range of what the environment must reach", r.CIDR, c)
 			}
 		}
 		ports := map[int]bool{}

@@ -18,6 +18,9 @@ type Options struct {
 	Enforcer string
 	// NoIngress skips building and running Traefik.
 	NoIngress bool
+	// Holes leaves IPv6 on in pods and kube-router's NodePort exemption open: the cluster as
+	// nobody hardened it, which af must refuse (SetHoles switches a running cluster).
+	Holes bool
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 }
@@ -149,7 +152,29 @@ func cluster(opts Options) (*node.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, ModuleDir: wd, Log: opts.Log})
+	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, Holes: opts.Holes, ModuleDir: wd, Log: opts.Log})
+}
+
+// SetHoles opens or closes the running cluster's two containment holes (IPv6 in pods and
+// kube-router's NodePort exemption) in place: new pods, and the cluster's own pods, which are
+// recreated, get the new configuration.
+func SetHoles(ctx context.Context, holes bool, log func(string, ...any)) (*Handle, error) {
+	if err := node.CheckRoot(); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	c, err := cluster(Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.SetHoles(ctx, holes); err != nil {
+		return nil, err
+	}
+	return open(ctx)
 }
 
 // lock takes the machine-wide lock that serialises starting and stopping.

@@ -52,10 +52,15 @@ type Handle struct {
 	// controller (empty when the cluster runs without one).
 	IngressHTTP, IngressHTTPS string
 	Enforcer                  string // EnforcerKubeRouter or EnforcerNone
-	NodeName                  string
-	PodCIDR, ServiceCIDR      string
-	TestImage                 string // image with busybox and aftool, present on the node
-	Internet                  FakeInternet
+	// Holes is true when IPv6 in pods and the NodePort exemption are left open.
+	Holes bool
+	// NodeService is a host-network TCP and UDP echo on the node's address inside the
+	// NodePort range: it answers from outside any environment, and the node route tries it.
+	NodeService          string
+	NodeName             string
+	PodCIDR, ServiceCIDR string
+	TestImage            string // image with busybox and aftool, present on the node
+	Internet             FakeInternet
 
 	dirs layout.Dirs
 }
@@ -68,6 +73,8 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 		APIServerIP: layout.NodeIP,
 		Registry:    layout.RegistryAddr,
 		Enforcer:    st.Enforcer,
+		Holes:       st.Holes,
+		NodeService: net.JoinHostPort(layout.NodeIP, layout.NodeServicePort),
 		NodeName:    layout.NodeName,
 		PodCIDR:     layout.PodCIDR,
 		ServiceCIDR: layout.ServiceCIDR,
@@ -79,6 +86,18 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 		h.IngressHTTP, h.IngressHTTPS = layout.IngressHTTPAddr, layout.IngressHTTPSAddr
 	}
 	return h
+}
+
+// GateEnv returns the AF_GATE_* variables that point every route of the gate and the probe
+// at this cluster's test hosts: the fake internet, the fake metadata server, and the node's
+// kubelet and its service in the NodePort range.
+func (h *Handle) GateEnv() map[string]string {
+	return map[string]string{
+		"AF_GATE_PUBLIC_TCP": h.Internet.PublicTCP,
+		"AF_GATE_PUBLIC_DNS": h.Internet.Resolver,
+		"AF_GATE_METADATA":   h.Internet.Metadata,
+		"AF_GATE_NODE_PORTS": "10250/tcp," + layout.NodeServicePort + "/tcp," + layout.NodeServicePort + "/udp",
+	}
 }
 
 // Env returns KUBECONFIG and PATH for commands run against the cluster.

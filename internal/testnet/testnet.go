@@ -153,10 +153,14 @@ func (h *Host) in(fn func() error) error {
 }
 
 // Listen opens a TCP listener inside the host at addr (e.g. ":80" or ":0").
-func (h *Host) Listen(addr string) net.Listener {
+func (h *Host) Listen(addr string) net.Listener { return h.ListenNetwork("tcp4", addr) }
+
+// ListenNetwork opens a listener of the given network ("tcp", "tcp6", ...) inside the host:
+// "tcp" at ":53" listens on every address of both families, link-local ones included.
+func (h *Host) ListenNetwork(network, addr string) net.Listener {
 	h.t.Helper()
 	var ln net.Listener
-	if err := h.in(func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
+	if err := h.in(func() (err error) { ln, err = net.Listen(network, addr); return err }); err != nil {
 		h.t.Fatalf("listen in %s: %v", h.Name, err)
 	}
 	h.t.Cleanup(func() { ln.Close() })
@@ -164,10 +168,13 @@ func (h *Host) Listen(addr string) net.Listener {
 }
 
 // ListenPacket opens a UDP socket inside the host.
-func (h *Host) ListenPacket(addr string) net.PacketConn {
+func (h *Host) ListenPacket(addr string) net.PacketConn { return h.ListenPacketNetwork("udp4", addr) }
+
+// ListenPacketNetwork opens a packet socket of the given network ("udp", "udp6") inside the host.
+func (h *Host) ListenPacketNetwork(network, addr string) net.PacketConn {
 	h.t.Helper()
 	var pc net.PacketConn
-	if err := h.in(func() (err error) { pc, err = net.ListenPacket("udp4", addr); return err }); err != nil {
+	if err := h.in(func() (err error) { pc, err = net.ListenPacket(network, addr); return err }); err != nil {
 		h.t.Fatalf("listen udp in %s: %v", h.Name, err)
 	}
 	h.t.Cleanup(func() { pc.Close() })

@@ -144,12 +144,8 @@ func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 	o := Options{
 		Kubeconfig: fx.h.Kubeconfig,
 		ProxyImage: version.LocalEngineImage,
-		GateEnv: map[string]string{
-			"AF_GATE_PUBLIC_TCP": fx.h.Internet.PublicTCP,
-			"AF_GATE_PUBLIC_DNS": fx.h.Internet.Resolver,
-			"AF_GATE_METADATA":   fx.h.Internet.Metadata,
-		},
-		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) },
+		GateEnv:    fx.h.GateEnv(),
+		Progress:   func(format string, args ...any) { t.Logf("af: "+format, args...) },
 		// Preview hosts do not resolve here: they are reached where Traefik listens.
 		IngressController: fx.ingress,
 		IngressAddress:    fx.h.IngressHTTP,

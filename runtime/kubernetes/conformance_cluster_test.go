@@ -46,6 +46,10 @@ func (fx *fixture) conformanceOptions(t *testing.T) conformance.Options {
 		t.Fatalf("the API server's service: %v", err)
 	}
 	_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(fx.h.APIServer, "https://"))
+	dns, err := fx.kube.CoreV1().Services("kube-system").Get(context.Background(), "kube-dns", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the cluster resolver's service: %v", err)
+	}
 	return conformance.Options{
 		Image: fx.h.TestImage,
 		Targets: conformance.Targets{
@@ -57,6 +61,10 @@ func (fx *fixture) conformanceOptions(t *testing.T) conformance.Options {
 			Metadata: in.Metadata, MetadataBanner: fakenet.MetadataBanner,
 			APIServer:  []string{net.JoinHostPort(fx.h.APIServerIP, apiPort), net.JoinHostPort(svc.Spec.ClusterIP, "443")},
 			TokenPaths: []string{"/var/run/secrets/kubernetes.io/serviceaccount/token"},
+			// The cluster resolver by its Service, and the node by its address: the kubelet,
+			// and a host-network listener in the NodePort range.
+			ClusterResolver: net.JoinHostPort(dns.Spec.ClusterIP, "53"), ClusterName: "kubernetes.default.svc.cluster.local",
+			Node: []string{net.JoinHostPort(fx.h.APIServerIP, "10250"), fx.h.NodeService},
 		},
 	}
 }
@@ -177,7 +185,7 @@ func (h *harness) runPod(ctx context.Context, pod *corev1.Pod) (string, error) {
 	return string(raw), err
 }
 
-var safeTarget = regexp.MustCompile(`^[A-Za-z0-9._:/\[\]-]+$`)
+var safeTarget = regexp.MustCompile(`^[A-Za-z0-9._:/,\[\]-]+$`)
 
 // attemptScript is the shell that makes each attempt and prints "RESULT i rc output".
 func attemptScript(attempts []conformance.Attempt) (string, error) {
@@ -203,6 +211,8 @@ func attemptScript(attempts []conformance.Attempt) (string, error) {
 			cmd = `test -n "$HTTP_PROXY" && ` + viaProxy(a.Target)
 		case conformance.Read:
 			cmd = "cat " + a.Target
+		case conformance.LinkLocal:
+			cmd = "aftool linklocal -timeout 3s -ports " + a.Target
 		default:
 			return "", fmt.Errorf("attempt %s: unknown kind %q", a.Name, a.Kind)
 		}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -54,6 +55,9 @@ type Options struct {
 	// GateEnv is passed to every gate and to the probe: the AF_GATE_* variables that point
 	// their routes at other targets (tests point them at a fake internet).
 	GateEnv map[string]string
+	// ClusterCIDRs are cluster ranges the operator names (AF_CLUSTER_CIDRS) on top of those af
+	// discovers: the sidecar never reaches them, whatever the manifest's rules say.
+	ClusterCIDRs []netip.Prefix
 	// ClusterDomain is the cluster's DNS domain (default cluster.local).
 	ClusterDomain string
 	// IPv6 adds the IPv6 half of the sidecar's egress policy and the gate's IPv6 routes.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +74,7 @@ const (
 	sidecarConfigFile = "sidecar.yaml"
 	sidecarConfigDir  = "/etc/af"
 	engineUser        = 65532
+	pingGroup         = "65532 65532"
 )
 
 // SidecarPort is one port the sidecar serves to the environment's pods.
@@ -119,6 +121,8 @@ type env struct {
 	Resolver    resolverRef
 	IngressFrom *IngressController
 	HasDatabase bool
+	// Cluster are the cluster's own ranges: the sidecar's egress never reaches them.
+	Cluster []netip.Prefix
 	// PullSecret names the image pull secret every pod gets, when the registry needs one.
 	PullSecret string
 }
@@ -234,11 +238,11 @@ func (e *env) policies() []*networkingv1.NetworkPolicy {
 // reach), and nowhere else: never link-local (metadata), never the other private ranges.
 func (e *env) sidecarEgress() *networkingv1.NetworkPolicy {
 	rules := []networkingv1.NetworkPolicyEgressRule{
-		{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateV4}}}},
+		{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: append(append([]string(nil), privateV4...), outsidePrivate(e.Cluster, privateV4, true)...)}}}},
 	}
 	if e.IPv6 {
 		rules = append(rules, networkingv1.NetworkPolicyEgressRule{
-			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateV6}}},
+			To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: append(append([]string(nil), privateV6...), outsidePrivate(e.Cluster, privateV6, false)...)}}},
 		})
 	}
 	rules = append(rules, networkingv1.NetworkPolicyEgressRule{
@@ -252,7 +256,12 @@ func (e *env) sidecarEgress() *networkingv1.NetworkPolicy {
 		if r.CIDR == "" || r.Mode != "allow" {
 			continue
 		}
-		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: r.CIDR}}}}
+		// The rule's range less the cluster's own: a cidr rule never opens the cluster.
+		cidr, except, ok := ruleBlock(r.CIDR, e.Cluster)
+		if !ok {
+			continue
+		}
+		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}}}
 		for _, p := range r.Ports {
 			rule.Ports = append(rule.Ports, npPort(corev1.ProtocolTCP, int32(p)))
 		}
@@ -421,15 +430,19 @@ func (e *env) gateEnv() []corev1.EnvVar {
 	vars := []corev1.EnvVar{{Name: "AF_SIDECAR", Value: hostPort(e.SidecarIP, 3128)}}
 	keys := make([]string, 0, len(e.GateEnv))
 	for k := range e.GateEnv {
-		keys = append(keys, k)
+		if k != "AF_GATE_NODE" && k != "AF_SIDECAR" {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		vars = append(vars, corev1.EnvVar{Name: k, Value: e.GateEnv[k]})
 	}
-	if _, set := e.GateEnv["AF_GATE_IPV6"]; !set && !e.IPv6 {
-		vars = append(vars, corev1.EnvVar{Name: "AF_GATE_IPV6", Value: "off"})
-	}
+	// The node route: the node's own address, from the downward API. Not configurable from
+	// af's environment: it is wherever the pod runs.
+	vars = append(vars, corev1.EnvVar{Name: "AF_GATE_NODE", ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"},
+	}})
 	return vars
 }
 
@@ -463,6 +476,10 @@ func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart c
 		DNSConfig:                    e.dnsConfig(),
 		SecurityContext: &corev1.PodSecurityContext{
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			// The gate (group 65532, no capabilities) may open an unprivileged ICMP socket to
+			// send its all-nodes echo over IPv6: a namespaced, "safe" sysctl, for that group
+			// only.
+			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ping_group_range", Value: pingGroup}},
 		},
 		InitContainers: []corev1.Container{e.gate(res)},
 		Containers:     []corev1.Container{c},

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 
+	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
 	sidecarconfig "github.com/antifailure/af/sidecar/config"
 )
@@ -173,11 +175,20 @@ func TestServicePods(t *testing.T) {
 			t.Errorf("%s: gate resources %v, app %v", name, gate.Resources, app.Resources)
 		}
 		env := map[string]string{}
+		nodeFrom := ""
 		for _, v := range gate.Env {
 			env[v.Name] = v.Value
+			if v.Name == "AF_GATE_NODE" && v.ValueFrom != nil && v.ValueFrom.FieldRef != nil {
+				nodeFrom = v.ValueFrom.FieldRef.FieldPath
+			}
 		}
-		if env["AF_SIDECAR"] != "10.96.5.5:3128" || env["AF_GATE_PUBLIC_TCP"] != "198.51.100.10:80" || env["AF_GATE_IPV6"] != "off" {
-			t.Errorf("%s gate env %v", name, env)
+		// Nothing turns IPv6 off for the gate: the link-local route looks whenever the pod has
+		// IPv6, and the node route is pointed at the pod's own node.
+		if _, set := env["AF_GATE_IPV6"]; set || env["AF_SIDECAR"] != "10.96.5.5:3128" || env["AF_GATE_PUBLIC_TCP"] != "198.51.100.10:80" || nodeFrom != "status.hostIP" {
+			t.Errorf("%s gate env %v (node from %q)", name, env, nodeFrom)
+		}
+		if sc := spec.SecurityContext; sc == nil || len(sc.Sysctls) != 1 || sc.Sysctls[0].Name != "net.ipv4.ping_group_range" || sc.Sysctls[0].Value != "65532 65532" {
+			t.Errorf("%s: the gate's group may not open an ICMP socket: %+v", name, sc)
 		}
 		env = map[string]string{}
 		for _, v := range app.Env {
@@ -307,5 +318,56 @@ func TestIngress(t *testing.T) {
 	e.Manifest.Runtime.IngressClass = "nginx"
 	if c := e.ingress("web", e.Manifest.Services["web"], "h").Spec.IngressClassName; c == nil || *c != "nginx" {
 		t.Errorf("ingress class not applied: %v", c)
+	}
+}
+
+// TestCIDRRulesNeverOpenTheCluster: a cidr allow rule's ipBlock leaves out every cluster range
+// inside it, a rule the cluster's range holds whole opens nothing, and the sidecar's public
+// egress leaves out cluster addresses outside the private ranges (a node's public address).
+func TestCIDRRulesNeverOpenTheCluster(t *testing.T) {
+	e := testEnv()
+	e.Cluster = []netip.Prefix{
+		netip.MustParsePrefix("10.244.0.0/24"), // pods
+		netip.MustParsePrefix("10.244.0.1/32"), // the node, inside the pod range
+		netip.MustParsePrefix("10.96.0.0/12"),  // Services
+		netip.MustParsePrefix("198.51.100.7/32"),
+	}
+	e.Manifest.Egress.Rules = []manifest.EgressRule{
+		{CIDR: "10.0.0.0/8", Ports: []int{5432}, Mode: "allow"},
+		{CIDR: "10.244.0.0/24", Mode: "allow"}, // exactly the pod range: opens nothing
+		{CIDR: "10.20.0.0/16", Mode: "allow"},  // a database's range, clear of the cluster
+	}
+	np := e.sidecarEgress()
+	var blocks []string
+	for _, r := range np.Spec.Egress {
+		for _, p := range r.To {
+			if p.IPBlock != nil {
+				blocks = append(blocks, p.IPBlock.CIDR+" except "+strings.Join(p.IPBlock.Except, ","))
+			}
+		}
+	}
+	want := []string{
+		"0.0.0.0/0 except 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,198.51.100.7/32",
+		"10.0.0.0/8 except 10.244.0.0/24,10.96.0.0/12",
+		"10.20.0.0/16 except ",
+	}
+	if strings.Join(blocks, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ipBlocks:\n%s\nwant:\n%s", strings.Join(blocks, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestRefuseUnknownRanges(t *testing.T) {
+	m := testEnv().Manifest
+	partial := clusterRanges{Complete: false, Gaps: []string{"the nodes could not be listed (forbidden)"}}
+	err := refuseUnknownRanges(m, partial)
+	if e := failure.As(err); e == nil || e.Entry != failure.ClusterRangesUnknown || !strings.Contains(err.Error(), "egress.rules[0] (10.20.0.0/16)") || !strings.Contains(err.Error(), "forbidden") {
+		t.Fatalf("got %v", err)
+	}
+	if err := refuseUnknownRanges(m, clusterRanges{Complete: true}); err != nil {
+		t.Errorf("complete ranges refused: %v", err)
+	}
+	m.Egress.Rules = nil
+	if err := refuseUnknownRanges(m, partial); err != nil {
+		t.Errorf("no cidr rule, yet refused: %v", err)
 	}
 }

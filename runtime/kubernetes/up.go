@@ -100,10 +100,18 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	if err != nil {
 		return nil, err
 	}
+	ranges := r.discoverRanges(ctx, t)
+	for _, g := range ranges.Gaps {
+		p.Printf("cluster ranges: %s", g)
+	}
+	if err := refuseUnknownRanges(t.m, ranges); err != nil {
+		return nil, err
+	}
+	p.Printf("cluster ranges the sidecar never reaches: %s", strings.Join(ranges.Strings(), ", "))
 	e := &env{
 		ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: proxyImage,
 		GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
-		HasDatabase: dbURL != "",
+		HasDatabase: dbURL != "", Cluster: ranges.Prefixes,
 	}
 	if t.m.Runtime.Domain != "" && r.opts.IngressController != nil {
 		e.IngressFrom = r.opts.IngressController
@@ -297,6 +305,7 @@ func (r *Runtime) startSidecar(ctx context.Context, t *target, e *env, dbURL str
 		Services:        sortedKeys(t.m.Services),
 		ClusterResolver: e.Resolver.Addr,
 		AdvertiseIPv4:   e.SidecarIP,
+		ClusterCIDRs:    clusterStrings(e.Cluster),
 		Egress:          t.m.Egress,
 	}
 	if _, err := cfg.Resolve(); err != nil {

@@ -1,6 +1,7 @@
 // Package guard is the sidecar's defence against server-side request forgery: after the policy
 // allows a host, the guard resolves it, refuses when any of its addresses is loopback,
-// link-local, private or inside the cluster (unless a rule names that range), and connects to
+// link-local, private (unless a rule names that range) or inside the cluster (whatever the rules
+// say), and connects to
 // exactly the address it checked, so a DNS answer that changes between the check and the
 // connection cannot open a hole.
 package guard
@@ -111,6 +112,13 @@ func (g *Guard) Check(addr netip.Addr) string {
 			return fmt.Sprintf("%s is in %s, which is never reachable", addr, p)
 		}
 	}
+	// The cluster's own ranges (pods, Services, nodes) win over every rule: a pull request's
+	// af.yaml must not be able to open the cluster's inside with a cidr rule.
+	for _, p := range g.cluster {
+		if p.Contains(addr) {
+			return fmt.Sprintf("%s is in the cluster's range %s, which no rule opens", addr, p)
+		}
+	}
 	for _, p := range g.allowed {
 		if p.Contains(addr) {
 			return ""
@@ -122,11 +130,6 @@ func (g *Guard) Check(addr netip.Addr) string {
 	for _, p := range forbidden {
 		if p.Contains(addr) {
 			return fmt.Sprintf("%s is in %s (loopback, link-local or private)", addr, p)
-		}
-	}
-	for _, p := range g.cluster {
-		if p.Contains(addr) {
-			return fmt.Sprintf("%s is in the cluster's range %s", addr, p)
 		}
 	}
 	return ""

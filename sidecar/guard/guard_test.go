@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -62,6 +63,28 @@ func TestCheck(t *testing.T) {
 		why := g.Check(netip.MustParseAddr(addr))
 		if (why != "") != refused {
 			t.Errorf("Check(%s) = %q, refused want %t", addr, why, refused)
+		}
+	}
+	// A rule naming the cluster's ranges opens none of them: the pod range, the Service range
+	// and the node's address stay refused inside an allowed 10/8.
+	wide := New(Options{
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("192.168.5.4/32")},
+		Allowed:      []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("192.168.5.0/24")},
+	})
+	for addr, refused := range map[string]bool{
+		"10.244.0.1":  true, // the node on the bridge (kubelet)
+		"10.244.0.17": true, // another namespace's pod
+		"10.96.0.1":   true, // the API server's Service
+		"192.168.5.4": true, // a node address
+		"192.168.5.9": false,
+		"10.20.0.5":   false, // the database the rule is for
+	} {
+		why := wide.Check(netip.MustParseAddr(addr))
+		if (why != "") != refused {
+			t.Errorf("with cidr rules over the cluster: Check(%s) = %q, refused want %t", addr, why, refused)
+		}
+		if refused && !strings.Contains(why, "no rule opens") {
+			t.Errorf("Check(%s) = %q: want it to say the cluster's range wins", addr, why)
 		}
 	}
 	g6 := New(Options{IPv6: true})

@@ -1,7 +1,8 @@
 // Command afcluster runs af's test cluster on this machine (as root):
 //
-//	afcluster up [-enforcer kube-router|none] [-no-ingress]
+//	afcluster up [-enforcer kube-router|none] [-no-ingress] [-holes]
 //	afcluster ensure [-enforcer ...]  # up, unless a cluster with that enforcer already runs
+//	afcluster holes open|closed  # IPv6 in pods and the NodePort exemption, switched in place
 //	afcluster down       # removes everything the cluster made; idempotent
 //	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
 //	afcluster env        # prints `export KUBECONFIG=... PATH=...`
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +50,7 @@ func run(ctx context.Context, args []string) error {
 		opts := testcluster.OptionsFromEnv()
 		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router or none (default from AF_ENFORCER, else kube-router)")
 		fs.BoolVar(&opts.NoIngress, "no-ingress", opts.NoIngress, "do not build or run Traefik")
+		fs.BoolVar(&opts.Holes, "holes", opts.Holes, "leave IPv6 on in pods and kube-router's NodePort exemption open (the unhardened variant af must refuse)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 			if want == "" {
 				want = testcluster.EnforcerKubeRouter
 			}
-			if h, err := testcluster.Open(ctx); err == nil && h.Enforcer == want {
+			if h, err := testcluster.Open(ctx); err == nil && h.Enforcer == want && h.Holes == opts.Holes {
 				fmt.Printf("cluster already up: enforcer %s, API server %s\n", h.Enforcer, h.APIServer)
 				return nil
 			}
@@ -69,6 +72,17 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("cluster up in %s: enforcer %s, API server %s\n", time.Since(start).Round(time.Second), h.Enforcer, h.APIServer)
 		printEnv(h)
+		return nil
+	case "holes":
+		if len(args) != 2 || (args[1] != "open" && args[1] != "closed") {
+			return fmt.Errorf("usage: afcluster holes open|closed")
+		}
+		start := time.Now()
+		h, err := testcluster.SetHoles(ctx, args[1] == "open", logf)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("holes %s in %s: IPv6 in pods and the NodePort exemption (enforcer %s)\n", args[1], time.Since(start).Round(time.Second), h.Enforcer)
 		return nil
 	case "down":
 		start := time.Now()
@@ -132,4 +146,12 @@ func run(ctx context.Context, args []string) error {
 
 func printEnv(h *testcluster.Handle) {
 	fmt.Printf("export KUBECONFIG=%s PATH=%s:$PATH\n", h.Kubeconfig, h.BinDir)
+	keys := make([]string, 0, len(h.GateEnv()))
+	for k := range h.GateEnv() {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("export %s=%s\n", k, h.GateEnv()[k])
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/testcluster/fakenet"
 )
 
@@ -175,5 +176,28 @@ func httpGet(ctx context.Context, args []string) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	fmt.Printf("%d %s", resp.StatusCode, body)
+	return nil
+}
+
+// linkLocal sweeps the IPv6 segment the way the gate's link-local route does (all-nodes
+// echo and DNS, then TCP on every neighbour) and succeeds when anything answered. With no
+// IPv6 on any interface but loopback it fails, saying so.
+func linkLocal(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("linklocal", flag.ContinueOnError)
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to listen for answers")
+	ports := fs.String("ports", "", "TCP ports to try on every neighbour (default: the gate's)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	outcome, detail, err := gate.LinkLocal(ctx, *ports)
+	if err != nil {
+		return err
+	}
+	if outcome != gate.Escaped {
+		return fmt.Errorf("linklocal %s: %s", outcome, detail)
+	}
+	fmt.Printf("linklocal answered: %s\n", detail)
 	return nil
 }

@@ -4,6 +4,7 @@
 //	aftool serve [-tcp :8080] [-udp :8081]
 //	aftool tcp HOST:PORT        # exit 0 when the echo came back
 //	aftool connect HOST:PORT    # exit 0 when the TCP handshake completed (any server)
+//	aftool linklocal [-ports 53,8080] [-timeout 3s]  # exit 0 when anything on the IPv6 segment answered
 //	aftool udp HOST:PORT
 //	aftool dns [-server HOST:PORT] NAME
 //	aftool http URL             # exit 0 on any HTTP answer; prints the body
@@ -40,6 +41,8 @@ func run(ctx context.Context, args []string) error {
 		return echo(ctx, args[0], args[1:])
 	case "connect":
 		return connect(ctx, args[1:])
+	case "linklocal":
+		return linkLocal(ctx, args[1:])
 	case "dns":
 		return dns(ctx, args[1:])
 	case "http":

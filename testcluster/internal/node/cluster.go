@@ -22,6 +22,9 @@ type Options struct {
 	Enforcer string
 	// Ingress builds and runs Traefik (the slowest build; default on).
 	Ingress bool
+	// Holes leaves IPv6 on in pods and kube-router's NodePort exemption open, as they are on
+	// a cluster nobody hardened (hardening.go): the variant af must refuse.
+	Holes bool
 	// ModuleDir is a directory inside af's Go module, to build af's own test binaries from.
 	ModuleDir string
 	// Log receives progress lines.
@@ -32,6 +35,7 @@ type Options struct {
 type State struct {
 	Enforcer  string `json:"enforcer"`
 	Ingress   bool   `json:"ingress"`
+	Holes     bool   `json:"holes,omitempty"`
 	Uplink    string `json:"uplink"`
 	IPForward string `json:"ip_forward_before"`
 	Started   string `json:"started"`

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"net"
 	"path/filepath"
 
 	"github.com/antifailure/af/testcluster/internal/layout"
@@ -14,6 +15,10 @@ func (c *Cluster) fakeHosts() []process {
 	return []process{
 		{name: "fake-internet", path: c.bins.aftool, argv: []string{"aftool", "fake-internet"}, netns: layout.InetNetns},
 		{name: "fake-metadata", path: c.bins.aftool, argv: []string{"aftool", "fake-metadata"}, netns: layout.MetaNetns},
+		// A host-network listener on the node inside the NodePort range, as a host-network
+		// ingress controller or agent would be: what the node route and no-node-access try.
+		{name: "node-service", path: c.bins.aftool, argv: []string{"aftool", "serve",
+			"-tcp", net.JoinHostPort(layout.NodeIP, layout.NodeServicePort), "-udp", net.JoinHostPort(layout.NodeIP, layout.NodeServicePort)}},
 	}
 }
 

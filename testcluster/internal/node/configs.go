@@ -90,10 +90,10 @@ func (c *Cluster) writeCNIConfig() error {
         "dataDir": %q
       }
     },
-    {"type": "loopback"}
+%s    {"type": "loopback"}
   ]
 }
-`, layout.CNINetwork, layout.Bridge, layout.PodCIDR, layout.NodeIP, filepath.Join(c.dirs.State, "cni-ipam"))
+`, layout.CNINetwork, layout.Bridge, layout.PodCIDR, layout.NodeIP, filepath.Join(c.dirs.State, "cni-ipam"), c.cniTuning())
 	return writeFile(filepath.Join(c.configDir(), "cni", "10-af-bridge.conflist"), cfg, 0o644)
 }
 

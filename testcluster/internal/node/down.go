@@ -17,7 +17,7 @@ import (
 // agents before the control plane, the runtime and the store last.
 var stopOrder = []string{
 	"kube-router", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
-	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata",
+	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata", "node-service",
 }
 
 // Down removes everything the cluster made: processes (also ones no pid file

@@ -36,11 +36,14 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := checkAddressPlan(ctx); err != nil {
 		return err
 	}
-	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
+	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, Holes: c.opts.Holes, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
 	if err := writeState(c.dirs, st); err != nil {
 		return err
 	}
 	if err := installGuard(ctx, uplink); err != nil {
+		return err
+	}
+	if err := c.applyNodePortGuard(ctx); err != nil {
 		return err
 	}
 	if err := c.setupNetwork(ctx); err != nil {
@@ -67,7 +70,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := writeState(c.dirs, st); err != nil {
 		return err
 	}
-	c.logf("cluster up in %s (enforcer %s)", time.Since(start).Round(time.Second), c.opts.Enforcer)
+	holes := "closed"
+	if c.opts.Holes {
+		holes = "open"
+	}
+	c.logf("cluster up in %s (enforcer %s, IPv6 in pods and the NodePort exemption %s)", time.Since(start).Round(time.Second), c.opts.Enforcer, holes)
 	return nil
 }
 
@@ -175,6 +182,11 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 			return err
 		}
 	}
+	return c.waitAddons(ctx)
+}
+
+// waitAddons waits for CoreDNS and (when asked) the ingress controller to be rolled out.
+func (c *Cluster) waitAddons(ctx context.Context) error {
 	waits := [][]string{{"-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=5s"}}
 	if c.opts.Ingress {
 		waits = append(waits, []string{"-n", IngressNamespace, "rollout", "status", "deployment/traefik", "--timeout=5s"})

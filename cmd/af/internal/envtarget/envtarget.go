@@ -5,6 +5,7 @@ package envtarget
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -81,9 +82,11 @@ func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, 
 
 // gateVars are the variables that point the gate's and the probe's routes elsewhere; af up
 // passes the ones set in its own environment to every gate and probe.
+// AF_GATE_NODE is not among them: the runtime gives each pod its node's address.
 var gateVars = []string{
 	"AF_GATE_PUBLIC_TCP", "AF_GATE_PUBLIC_DNS", "AF_GATE_METADATA", "AF_GATE_APISERVER",
 	"AF_GATE_PUBLIC_TCP6", "AF_GATE_PUBLIC_DNS6", "AF_GATE_METADATA6", "AF_GATE_IPV6",
+	"AF_GATE_LINK_LOCAL_PORTS", "AF_GATE_NODE_PORTS",
 	"AF_GATE_ROUNDS", "AF_GATE_TIMEOUT", "AF_GATE_INTERVAL", "AF_GATE_DEADLINE",
 }
 
@@ -128,6 +131,15 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 		return nil, failure.Newf(failure.UsageInvalid, "AF_URL_SCHEME=%q: http or https", o.URLScheme)
 	}
 	o.IngressAddress = f.Getenv("AF_INGRESS_ADDRESS")
+	if v := f.Getenv("AF_CLUSTER_CIDRS"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return nil, failure.Newf(failure.UsageInvalid, "AF_CLUSTER_CIDRS=%q: %q is not an address range like 10.244.0.0/16", v, s)
+			}
+			o.ClusterCIDRs = append(o.ClusterCIDRs, p.Masked())
+		}
+	}
 	if v := f.Getenv("AF_CLUSTER_RESOLVER"); v != "" {
 		o.Resolver = v
 	}

@@ -59,11 +59,11 @@ services:
 		t.Fatal(err)
 	}
 	env := map[string]string{
-		"KUBECONFIG":         h.Kubeconfig,
-		"DOCKER_HOST":        dockerHost,
-		"AF_GATE_PUBLIC_TCP": h.Internet.PublicTCP,
-		"AF_GATE_PUBLIC_DNS": h.Internet.Resolver,
-		"AF_GATE_METADATA":   h.Internet.Metadata,
+		"KUBECONFIG":  h.Kubeconfig,
+		"DOCKER_HOST": dockerHost,
+	}
+	for k, v := range h.GateEnv() {
+		env[k] = v
 	}
 	t.Cleanup(func() { run(t, env, "", "down", "-f", manifest, "--env", "cli-e2e", "-q") })
 	r := run(t, env, "", "up", "-f", manifest, "--env", "cli-e2e", "-o", "json")
