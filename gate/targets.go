@@ -82,7 +82,7 @@ func (a Addresses) Targets() ([]Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link-local ports: %w", err)
 	}
-	ts = append(ts, Target{Route: RouteLinkLocal, Addr: "ff02::1 and neighbours, tcp " + portList(llPorts), ports: llPorts})
+	ts = append(ts, Target{Route: RouteLinkLocal, Addr: "ff02::1+neighbours", ports: llPorts})
 	if a.Node != "" {
 		nodePorts, err := parsePorts(or(a.NodePorts, DefaultNodePorts))
 		if err != nil {

@@ -358,7 +358,7 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 			r.opts.Progress.Printf("could not delete the probe pod: %v", err)
 		}
 	}()
-	r.opts.Progress.Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server)")
+	r.opts.Progress.Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server, the IPv6 segment, the node)")
 	pod, err := r.waitPodDone(ctx, t, ProbeName, r.opts.ProbeTimeout)
 	if err != nil {
 		return nil, err
@@ -375,7 +375,7 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 	}
 	r.recordProbe(ctx, t, &res)
 	for _, a := range res.Routes {
-		r.opts.Progress.Printf("probe: %-9s %-22s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
+		r.opts.Progress.Printf("probe: %-15s %-24s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
 	}
 	switch res.Verdict {
 	case gate.Contained:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/testcluster"
 )
 
 // TestUpTheExample brings the example up on the real cluster and checks the order of what af
@@ -71,8 +73,22 @@ func TestUpTheExample(t *testing.T) {
 		t.Errorf("order: sidecar ready %s, probe added %s, probe deleted %s, first service pod %s",
 			sidecarReady.Format(time.StampMilli), probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstService.Format(time.StampMilli))
 	}
-	if res.Probe == nil || res.Probe.Verdict != gate.Contained || len(res.Probe.Routes) != 4 {
+	// Six routes: the four of IPv4, the IPv6 segment, and the node on the kubelet and the
+	// NodePort-range service over TCP and UDP.
+	if res.Probe == nil || res.Probe.Verdict != gate.Contained || len(res.Probe.Routes) != 8 {
 		t.Fatalf("probe verdict: %+v", res.Probe)
+	}
+	routes := map[string]int{}
+	for _, a := range res.Probe.Routes {
+		routes[a.Route]++
+	}
+	for _, r := range []string{gate.RouteTCP, gate.RouteDNS, gate.RouteMetadata, gate.RouteAPIServer, gate.RouteLinkLocal} {
+		if routes[r] != 1 {
+			t.Errorf("probe route %s tried %d times in the deciding round", r, routes[r])
+		}
+	}
+	if routes[gate.RouteNode] != 3 {
+		t.Errorf("node route tried on %d ports, want the kubelet and the NodePort service over TCP and UDP", routes[gate.RouteNode])
 	}
 	for _, a := range res.Probe.Routes {
 		if a.Outcome != gate.Denied {
@@ -724,5 +740,144 @@ func TestUpPublishesArchives(t *testing.T) {
 	defer mu.Unlock()
 	if !strings.Contains(strings.Join(said, "\n"), "images: app is "+image+" (0 bytes uploaded, 0 of them layers)") {
 		t.Errorf("second up did not publish the unchanged image for free:\n%s", strings.Join(said, "\n"))
+	}
+}
+
+// TestUpRefusedWithHoles is the cluster as nobody hardened it: kube-router enforcing IPv4, but
+// IPv6 left on in pods and the NodePort exemption open. The old four routes are denied, and
+// af up must still refuse, naming the link-local and node routes, having run no service image.
+func TestUpRefusedWithHoles(t *testing.T) {
+	f := setup(t)
+	if f.h.Enforcer != testcluster.EnforcerKubeRouter || !f.h.Holes {
+		t.Skipf("SKIPPED: the cluster is not the holes variant (enforcer %s, holes %v)", f.h.Enforcer, f.h.Holes)
+	}
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t)
+	ref := afruntime.Ref{ID: "shop-holes", Manifest: shop(t)}
+	down(t, rt, ref)
+	events := watchPods(t, f.kube, ref.ID)
+	start := time.Now()
+	res, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Images: f.images()})
+	seen := events()
+	if failure.CodeOf(err) != failure.NotContained.Code {
+		t.Fatalf("want AF-RUN-043, got %v", err)
+	}
+	for _, route := range []string{gate.RouteLinkLocal, gate.RouteNode} {
+		if !strings.Contains(err.Error(), route) {
+			t.Errorf("the error does not name route %s: %v", route, err)
+		}
+	}
+	if res == nil || res.Probe == nil {
+		t.Fatalf("no verdict returned: %+v", res)
+	}
+	for _, a := range res.Probe.Routes {
+		t.Logf("probe: %-16s %-40s %-8s %s", a.Route, a.Target, a.Outcome, a.Detail)
+		switch a.Route {
+		case gate.RouteTCP, gate.RouteDNS, gate.RouteMetadata, gate.RouteAPIServer:
+			if a.Outcome != gate.Denied {
+				t.Errorf("IPv4 route %s is not denied: %+v", a.Route, a)
+			}
+		}
+	}
+	for _, e := range seen {
+		if e.workload == WorkloadService || e.workload == WorkloadMigration {
+			t.Errorf("a service pod existed: %s", e.name)
+		}
+	}
+	t.Logf("refused after %s: %v", time.Since(start).Round(time.Millisecond), err)
+}
+
+// TestCIDRRuleCannotOpenTheCluster: a manifest cidr rule wide enough to hold the pod range,
+// the node and the Service range (10.0.0.0/8 on the ports that matter) gets the sidecar into
+// none of them, through the explicit proxy or by the transparent port, while a pod of another
+// namespace and the kubelet answer from outside any environment.
+func TestCIDRRuleCannotOpenTheCluster(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	kubectl := func(stdin string, args ...string) {
+		t.Helper()
+		if _, err := f.h.Kubectl(ctx, stdin, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pod of another namespace, serving HTTP on 80 with a banner.
+	const targetNS, banner = "af-cidr-target", "af-cidr-target-banner"
+	kubectl("", "create", "namespace", targetNS)
+	t.Cleanup(func() { _, _ = f.h.Kubectl(context.Background(), "", "delete", "namespace", targetNS, "--wait=false") })
+	kubectl(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: target, namespace: %s}
+spec:
+  containers:
+  - name: target
+    image: %s
+    imagePullPolicy: Never
+    command: ["sh", "-c", "mkdir -p /w && echo %s > /w/index.html && exec busybox httpd -f -p 80 -h /w"]
+`, targetNS, f.h.TestImage, banner), "apply", "-f", "-")
+	kubectl("", "-n", targetNS, "wait", "--for=condition=Ready", "pod/target", "--timeout=2m")
+	pod, err := f.kube.CoreV1().Pods(targetNS).Get(ctx, "target", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podIP, kubelet := pod.Status.PodIP, net.JoinHostPort(f.h.APIServerIP, "10250")
+
+	// Controls, from a plain pod of that namespace: both answer.
+	ctlPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "control", Namespace: targetNS},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "control", Image: f.h.TestImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"sh", "-c", checkScript([][2]string{
+				{"pod", "aftool http -timeout 5s http://" + podIP + "/"},
+				{"kubelet", "aftool connect -timeout 3s " + kubelet},
+			})},
+		}}},
+	}
+	ctlLog, err := (&harness{kube: f.kube}).runPod(ctx, ctlPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := parseResults(ctlLog)
+	if ctl["pod"].rc != "0" || !strings.Contains(ctl["pod"].out, banner) || ctl["kubelet"].rc != "0" {
+		t.Fatalf("controls did not answer from outside every environment: %+v", ctl)
+	}
+
+	m := shop(t)
+	m.Egress.Rules = append(m.Egress.Rules, manifest.EgressRule{CIDR: "10.0.0.0/8", Ports: []int{80, 443, 10250}, Mode: "allow"})
+	rt := f.runtime(t)
+	ref := afruntime.Ref{ID: "shop-cidr", Manifest: m}
+	down(t, rt, ref)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Images: f.images()}); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(target string) string {
+		return `p=${HTTP_PROXY#http://}; (printf 'CONNECT ` + target + ` HTTP/1.1\r\nHost: ` + target + `\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p'`
+	}
+	transparent := func(host string) string {
+		return `p=${HTTP_PROXY#http://}; (printf 'GET / HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} 80 | tr -d '\r' | sed -n '1p;$p'`
+	}
+	log := f.inPod(t, "af-env-shop-cidr", "web", "cidr", checkScript([][2]string{
+		{"connect-pod", connect(net.JoinHostPort(podIP, "80"))},
+		{"connect-kubelet", connect(kubelet)},
+		{"proxy-get-pod", viaProxy(podIP)},
+		{"transparent-pod", transparent(podIP)},
+	}))
+	t.Logf("from inside a web pod:\n%s", log)
+	r := parseResults(log)
+	for _, name := range []string{"connect-pod", "connect-kubelet", "proxy-get-pod", "transparent-pod"} {
+		c, ok := r[name]
+		if !ok || strings.Contains(c.out, banner) || strings.Contains(c.out, " 200") {
+			t.Errorf("ESCAPED through the sidecar: %s: %+v", name, c)
+		}
+	}
+	// The sidecar said why: the cluster's range, which no rule opens.
+	sc, _ := f.kube.CoreV1().Pods("af-env-shop-cidr").List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleSidecar})
+	var sidecarLog string
+	for _, p := range sc.Items {
+		raw, _ := f.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+		sidecarLog += string(raw)
+	}
+	if !strings.Contains(sidecarLog, "no rule opens") {
+		t.Errorf("the sidecar's log does not give the cluster range as the reason:\n%s", lastLines(sidecarLog, 30))
 	}
 }

@@ -2,16 +2,14 @@ package layout
 
 // Names of what the cluster creates in the kernel. Teardown removes these.
 const (
-	Bridge       = "af-cni0"  // the CNI bridge; its address is the node's IP
-	InetNetns    = "af-inet"  // network namespace holding the fake internet's hosts
-	InetVethHost = "af-inet0" // host end of the veth to InetNetns
-	MetaNetns    = "af-meta"  // network namespace holding the fake metadata server
-	MetaVethHost = "af-meta0" // host end of the veth to MetaNetns
-	GuardTable   = "af_guard" // nftables table (family inet) that drops escapes
-	// NodePortTable (family inet) closes kube-router's NodePort exemption for pods.
-	NodePortTable = "af_nodeport"
-	NodeName      = "af-node"   // the one node's name
-	CNINetwork    = "af-bridge" // the CNI network name
+	Bridge       = "af-cni0"   // the CNI bridge; its address is the node's IP
+	InetNetns    = "af-inet"   // network namespace holding the fake internet's hosts
+	InetVethHost = "af-inet0"  // host end of the veth to InetNetns
+	MetaNetns    = "af-meta"   // network namespace holding the fake metadata server
+	MetaVethHost = "af-meta0"  // host end of the veth to MetaNetns
+	GuardTable   = "af_guard"  // nftables table (family inet) that drops escapes
+	NodeName     = "af-node"   // the one node's name
+	CNINetwork   = "af-bridge" // the CNI network name
 )
 
 // Addresses and ranges. Pods and services use private ranges that live only on

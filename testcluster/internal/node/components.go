@@ -126,6 +126,7 @@ func (c *Cluster) kubeRouter() process {
 		"metrics-port", "0",
 		"iptables-sync-period", "1m",
 		"service-cluster-ip-range", layout.ServiceCIDR,
+		"service-node-port-range", c.nodePortRange(),
 	)...), env: []string{"NODE_NAME=" + layout.NodeName}}
 }
 

@@ -180,7 +180,7 @@ func ourNftTables(ctx context.Context) []string {
 	var names []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && (f[2] == layout.GuardTable || f[2] == layout.NodePortTable || f[2] == "kube-proxy" || f[2] == "kube-network-policies") {
+		if len(f) == 3 && f[0] == "table" && (f[2] == layout.GuardTable || f[2] == "kube-proxy" || f[2] == "kube-network-policies") {
 			names = append(names, f[1]+" "+f[2])
 		}
 	}

@@ -3,10 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
-
-	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
 // What an operator does to make this cluster contain af's environments, beyond running an
@@ -15,35 +15,59 @@ import (
 //   - IPv6 off inside pods. kube-router runs IPv4-only here, and the bridge CNI gives every pod
 //     an fe80:: address on its segment that no policy governs. The CNI tuning plugin sets the
 //     pod's disable_ipv6 sysctls as the sandbox is made, before any container starts.
-//   - The NodePort exemption closed. kube-router lets pods reach local addresses on the
-//     NodePort range (30000-32767) ahead of the pods' own rules, so that NodePorts work; a
-//     host-network listener in that range is then open to every pod. A table of our own, at a
-//     priority before the iptables filter table, drops new connections from pods to the node's
-//     own addresses in that range. (Traffic to a NodePort Service is rewritten to its pod by
-//     kube-proxy before the input hook, so NodePort Services still work.)
+//   - The NodePort exemption narrowed. kube-router returns traffic to the node's own
+//     addresses on its --service-node-port-range ahead of the pods' own rules, so that
+//     NodePorts served on the node work; a host-network listener in that range is then open to
+//     every pod, whatever its policies say. With kube-proxy in iptables mode a NodePort is
+//     rewritten to its pod before that rule is reached, so the exemption is not needed: it is
+//     narrowed to two ports nothing on the node listens on, and the rest of the range falls
+//     under the pods' policies (a pod of a namespace without policies still reaches it).
 //
 // Holes leaves both as kube-router leaves them: the variant the new routes must fail on.
 
-// NodePortRange is the range kube-router and the API server use for NodePorts.
-const NodePortRange = "30000-32767"
+// Node port ranges kube-router exempts: its default, and the narrowed one.
+const (
+	NodePortRange       = "30000-32767"
+	NarrowNodePortRange = "32766-32767"
+)
 
-// CounterNodePort counts the connections the NodePort guard dropped.
-const CounterNodePort = "nodeport_from_pods"
+func (c *Cluster) nodePortRange() string {
+	if c.opts.Holes {
+		return NodePortRange
+	}
+	return NarrowNodePortRange
+}
+
+// cniTuning is the tuning plugin's entry that turns IPv6 off in every pod, or "" with Holes.
+func (c *Cluster) cniTuning() string {
+	if c.opts.Holes {
+		return ""
+	}
+	return `    {
+      "type": "tuning",
+      "sysctl": {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+    },
+`
+}
 
 // SetHoles opens (true) or closes (false) both holes on the running cluster: the CNI
-// configuration new pods get, the NodePort table, and the cluster's own pods (CoreDNS,
-// Traefik), which are recreated so they are made under the new configuration.
+// configuration new pods get, kube-router's NodePort exemption (kube-router is restarted on
+// clean chains), and the cluster's own pods (CoreDNS, Traefik), which are made anew under the
+// new configuration.
 func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 	st, err := ReadState(c.dirs)
 	if err != nil {
 		return err
 	}
-	c.opts.Holes = open
-	c.opts.Ingress = st.Ingress
+	if st.Enforcer != EnforcerKubeRouter {
+		return fmt.Errorf("the holes are kube-router's; this cluster runs enforcer %s", st.Enforcer)
+	}
+	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer = open, st.Ingress, st.Enforcer
+	c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router") // linked there at up
 	if err := c.writeCNIConfig(); err != nil {
 		return err
 	}
-	if err := c.applyNodePortGuard(ctx); err != nil {
+	if err := c.restartKubeRouter(ctx); err != nil {
 		return err
 	}
 	// containerd reads the CNI directory again when it changes; give it a moment, then make
@@ -64,42 +88,34 @@ func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 	return writeState(c.dirs, st)
 }
 
-// cniTuning is the tuning plugin's entry that turns IPv6 off in every pod, or "" with Holes.
-func (c *Cluster) cniTuning() string {
-	if c.opts.Holes {
-		return ""
-	}
-	return `    {
-      "type": "tuning",
-      "sysctl": {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
-    },
-`
-}
-
-// applyNodePortGuard loads (or, with Holes, removes) the NodePort table.
-func (c *Cluster) applyNodePortGuard(ctx context.Context) error {
-	exists := false
-	if out, err := run(ctx, "nft", "list", "tables"); err == nil {
-		exists = strings.Contains(out, "table inet "+layout.NodePortTable+"\n") || strings.HasSuffix(strings.TrimSpace(out), "table inet "+layout.NodePortTable)
-	}
-	if exists {
-		if _, err := run(ctx, "nft", "delete", "table", "inet", layout.NodePortTable); err != nil {
-			return fmt.Errorf("NodePort guard: %w", err)
+// restartKubeRouter stops kube-router, empties its input chain (it keeps a rule for each range
+// it was ever given), and starts it with this cluster's options.
+func (c *Cluster) restartKubeRouter(ctx context.Context) error {
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), "kube-router.pid"))
+	if err == nil && alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(10 * time.Second)
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	if c.opts.Holes {
+	if _, err := run(ctx, "iptables", "-F", "KUBE-ROUTER-INPUT"); err != nil && !strings.Contains(err.Error(), "No chain") {
+		return fmt.Errorf("flush KUBE-ROUTER-INPUT: %w", err)
+	}
+	if err := c.start(c.kubeRouter()); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "kube-router's NodePort exemption for "+c.nodePortRange(), "kube-router", 2*time.Minute, func(ctx context.Context) error {
+		out, err := run(ctx, "iptables-save", "-t", "filter")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, strings.Replace(c.nodePortRange(), "-", ":", 1)) {
+			return fmt.Errorf("no exemption rule for %s yet", c.nodePortRange())
+		}
 		return nil
-	}
-	rules := fmt.Sprintf(`table inet %[1]s {
-	counter %[2]s { }
-	chain input {
-		type filter hook input priority -10; policy accept;
-		iifname %[3]q ip saddr %[4]s fib daddr type local meta l4proto { tcp, udp } th dport %[5]s ct state new counter name %[2]s drop
-	}
-}
-`, layout.NodePortTable, CounterNodePort, layout.Bridge, layout.PodCIDR, NodePortRange)
-	if _, err := runInput(ctx, rules, "nft", "-f", "-"); err != nil {
-		return fmt.Errorf("NodePort guard: %w", err)
-	}
-	return nil
+	})
 }

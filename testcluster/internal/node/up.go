@@ -43,9 +43,6 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := installGuard(ctx, uplink); err != nil {
 		return err
 	}
-	if err := c.applyNodePortGuard(ctx); err != nil {
-		return err
-	}
 	if err := c.setupNetwork(ctx); err != nil {
 		return err
 	}
