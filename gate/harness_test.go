@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ var (
 )
 
 // buildAF builds the real af binary once; the gate runs as it would in a pod.
-func buildAF(t *testing.T) string {
+func buildAF(t testing.TB) string {
 	t.Helper()
 	afBinOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "af-gate-test")
@@ -51,7 +52,7 @@ func buildAF(t *testing.T) string {
 }
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	r       *testnet.Router
 	sidecar string
 	args    []string
@@ -63,7 +64,7 @@ const (
 	metadataIP = "169.254.77.1" // link-local, deliberately not the real metadata address
 )
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	n := testnet.New(t)
 	r := n.Router("gw")
@@ -403,4 +404,75 @@ func TestLateEnforcement(t *testing.T) {
 	}
 	t.Logf("probe in an enforced pod: contained; single check in a new pod at start: %d routes escaped; gate in a new pod: passed after %v having seen %d routes escape, %d rounds",
 		len(routesWith(once.res.Routes, Escaped)), g.elapsed.Round(time.Millisecond), len(g.res.Escaped), g.res.Rounds)
+}
+
+// BenchmarkRoutes measures one contained verdict (3 all-denied rounds, 1 s attempts) in a pod
+// of the harness, where the CNI drops and where it rejects, with IPv6 on in the pod and off (as
+// on the hardened test cluster). With AF_GATE_BENCH_BASELINE naming another af binary (one
+// built before the link-local and node routes existed) it runs that too, with the targets it
+// knows, so the cost of the new routes is read off one run:
+//
+//	AF_GATE_BENCH_BASELINE=/tmp/af-old go test -run '^$' -bench Routes -benchtime 3x ./gate
+func BenchmarkRoutes(b *testing.B) {
+	h := newHarness(b)
+	base := []string{"--rounds", "3", "--timeout", "1s", "--interval", "200ms", "--deadline", "30s"}
+	bins := map[string]string{"this": buildAF(b)}
+	if old := os.Getenv("AF_GATE_BENCH_BASELINE"); old != "" {
+		bins["baseline"] = old
+	}
+	for i, c := range []struct {
+		name, mode string
+		noIPv6     bool
+	}{
+		{"drop", enforceDrop, false},
+		{"reject", enforceRej, false},
+		{"drop-ipv6-off", enforceDrop, true},
+		{"reject-ipv6-off", enforceRej, true},
+	} {
+		pod := h.r.Attach(fmt.Sprintf("bench%d", i))
+		h.enforce(pod, c.mode)
+		if c.noIPv6 {
+			if out, err := pod.Command(context.Background(), "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1").CombinedOutput(); err != nil {
+				b.Fatalf("sysctl: %v: %s", err, out)
+			}
+		}
+		time.Sleep(2 * time.Second) // the link-local address leaves its tentative state
+		for _, which := range []string{"baseline", "this"} {
+			bin, ok := bins[which]
+			if !ok {
+				continue
+			}
+			b.Run(c.name+"/"+which, func(b *testing.B) {
+				args := append([]string{"gate"}, h.args...)
+				if which == "baseline" {
+					args = withoutFlags(args, "--node", "--node-ports")
+				}
+				args = append(args, base...)
+				for b.Loop() {
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					out, err := pod.Command(ctx, bin, args...).CombinedOutput()
+					cancel()
+					res, found := ParseVerdict(string(out))
+					if err != nil || !found || res.Verdict != Contained {
+						b.Fatalf("%s: %v\n%s", which, err, out)
+					}
+					b.ReportMetric(res.MS, "verdict-ms")
+					b.ReportMetric(float64(len(res.Routes)), "routes")
+				}
+			})
+		}
+	}
+}
+
+// withoutFlags drops each named flag and its value.
+func withoutFlags(args []string, names ...string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(names, args[i]) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -211,11 +212,14 @@ func tryLinkLocal(ctx context.Context, le linkLocalEnv, ports []portSpec) (Outco
 			}()
 		}
 	}
+	var multicasting atomic.Int32 // senders still listening for answers
 	for _, s := range segs {
 		methods = append(methods, s.name)
 		wg.Add(3)
+		multicasting.Add(2)
 		go func() {
 			defer wg.Done()
+			defer multicasting.Add(-1)
 			if err := echoAllNodes(ctx, s.name, other, func(a netip.Addr) {
 				found(fmt.Sprintf("%s answered an ICMPv6 echo to ff02::1%%%s", a.WithZone(s.name), s.name))
 			}); err != nil {
@@ -224,6 +228,7 @@ func tryLinkLocal(ctx context.Context, le linkLocalEnv, ports []portSpec) (Outco
 		}()
 		go func() {
 			defer wg.Done()
+			defer multicasting.Add(-1)
 			if err := dnsAllNodes(ctx, s.name, other, func(a netip.Addr) {
 				found(fmt.Sprintf("%s answered a DNS query to ff02::1%%%s", a.WithZone(s.name), s.name))
 			}); err != nil {
@@ -235,6 +240,9 @@ func tryLinkLocal(ctx context.Context, le linkLocalEnv, ports []portSpec) (Outco
 			// The neighbour table now, and again once the multicast has had time to draw
 			// answers (each answer's sender solicits us first, which puts it in the table).
 			for i, wait := range []time.Duration{0, 150 * time.Millisecond, 400 * time.Millisecond} {
+				if i > 0 && multicasting.Load() == 0 {
+					return // nothing was sent that could draw new neighbours
+				}
 				if i > 0 {
 					select {
 					case <-ctx.Done():
@@ -255,7 +263,15 @@ func tryLinkLocal(ctx context.Context, le linkLocalEnv, ports []portSpec) (Outco
 			}
 		}()
 	}
-	<-ctx.Done()
+	// Until an answer, the attempt's end, or every look finished (the sends refused at once by
+	// an output rule, say): a denial by rejection costs no waiting.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-ctx.Done():
+	case <-finished:
+	}
+	cancel()
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

@@ -11,8 +11,9 @@ web_image=af.local/shop-web:$tag
 worker_image=af.local/shop-worker:$tag
 afcluster image "$web_image" "$work/shop-web"
 afcluster image "$worker_image" "$work/shop-worker"
-# Where the probe and the gates try to get out: the test cluster's fake internet.
-export AF_GATE_PUBLIC_TCP=198.51.100.10:80 AF_GATE_PUBLIC_DNS=198.51.100.53:53 AF_GATE_METADATA=169.254.77.1:80
+# Where the probe and the gates try to get out (the test cluster's fake internet, and the node's
+# kubelet and host-network service in the NodePort range): `afcluster env` prints them.
+eval "$(afcluster env | grep '^export AF_GATE_')"
 # The test cluster's ingress controller: Traefik's pods (let in to web services) and where it
 # listens on this machine (preview hosts do not resolve here); plain HTTP.
 export AF_INGRESS_CONTROLLER=af-ingress/app.kubernetes.io/name=traefik AF_INGRESS_ADDRESS=127.0.0.1:18080 AF_URL_SCHEME=http

@@ -4,6 +4,9 @@
 #   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
 #      image in containerd, the Kubernetes runtime (af up/down/status of the example and more),
 #      then conformance (the roster and the startup proof; the verdict reader must accept);
+#   1c. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
+#      exemption): af up refuses naming the link-local and node routes, and the reader refuses
+#      the conformance report naming every containment behaviour, the two new ones among them;
 #   2. no enforcer: the negative controls (default-deny blocks nothing; af up refuses with
 #      AF-RUN-043 and runs no service image; conformance fails and the reader refuses, naming
 #      every containment behaviour);
@@ -33,6 +36,11 @@ AF_TESTCLUSTER=1 gotest -skip '^(TestConformance|TestImmediateStartupCannotBypas
 
 echo "== 1b. conformance on the enforcing cluster (make conformance)"
 AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
+
+echo "== 1c. the same cluster with IPv6 left on in pods and kube-router's NodePort exemption open (holes)"
+afcluster holes open
+AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithHoles' ./runtime/kubernetes/
+AF_TESTCLUSTER=1 AF_CONFORMANCE_REPORT=bin/conformance-holes.jsonl ./hack/conformance.sh --expect-refusal
 
 echo "== 2. the same cluster without an enforcer (negative control)"
 afcluster up -enforcer none

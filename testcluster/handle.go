@@ -92,12 +92,15 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 // at this cluster's test hosts: the fake internet, the fake metadata server, and the node's
 // kubelet and its service in the NodePort range.
 func (h *Handle) GateEnv() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"AF_GATE_PUBLIC_TCP": h.Internet.PublicTCP,
 		"AF_GATE_PUBLIC_DNS": h.Internet.Resolver,
 		"AF_GATE_METADATA":   h.Internet.Metadata,
-		"AF_GATE_NODE_PORTS": "10250/tcp," + layout.NodeServicePort + "/tcp," + layout.NodeServicePort + "/udp",
 	}
+	if _, port, err := net.SplitHostPort(h.NodeService); err == nil {
+		env["AF_GATE_NODE_PORTS"] = "10250/tcp," + port + "/tcp," + port + "/udp"
+	}
+	return env
 }
 
 // Env returns KUBECONFIG and PATH for commands run against the cluster.

@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/proxy:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "cfbeabe33b7f9cd7"
+const EngineDigest = "f0ba27b3a774f1f6"

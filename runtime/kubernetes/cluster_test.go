@@ -107,6 +107,7 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 //	AF_CONFORMANCE_APISERVER        host:port of the API server as pods would reach it directly
 //	AF_CONFORMANCE_INGRESS          host:port where the ingress controller serves preview URLs
 //	AF_CONFORMANCE_INGRESS_CONTROLLER  NAMESPACE/KEY=VALUE of the controller's pods
+//	AF_CONFORMANCE_NODE_SERVICE     host:port of a host-network listener in the NodePort range (optional)
 func externalFixture(kubeconfig string) (*fixture, error) {
 	need := map[string]string{}
 	for _, k := range []string{"AF_CONFORMANCE_APISERVER", "AF_CONFORMANCE_INGRESS", "AF_CONFORMANCE_INGRESS_CONTROLLER"} {
@@ -134,7 +135,7 @@ func externalFixture(kubeconfig string) (*fixture, error) {
 	h := &testcluster.Handle{
 		Kubeconfig: kubeconfig, APIServer: "https://" + need["AF_CONFORMANCE_APISERVER"], APIServerIP: apiIP,
 		IngressHTTP: need["AF_CONFORMANCE_INGRESS"], TestImage: testcluster.TestImageRef,
-		Enforcer: "external", Internet: testcluster.Internet(),
+		Enforcer: "external", Internet: testcluster.Internet(), NodeService: os.Getenv("AF_CONFORMANCE_NODE_SERVICE"),
 	}
 	return &fixture{h: h, kube: kube, ingress: &IngressController{Namespace: ns, Labels: map[string]string{k: v}}}, nil
 }

@@ -64,9 +64,20 @@ func (fx *fixture) conformanceOptions(t *testing.T) conformance.Options {
 			// The cluster resolver by its Service, and the node by its address: the kubelet,
 			// and a host-network listener in the NodePort range.
 			ClusterResolver: net.JoinHostPort(dns.Spec.ClusterIP, "53"), ClusterName: "kubernetes.default.svc.cluster.local",
-			Node: []string{net.JoinHostPort(fx.h.APIServerIP, "10250"), fx.h.NodeService},
+			Node: nodeTargets(fx.h.APIServerIP, fx.h.NodeService),
 		},
 	}
+}
+
+// nodeTargets are the kubelet on the node's address and, where the cluster has one (the test
+// cluster does; AF_CONFORMANCE_NODE_SERVICE names one elsewhere), a host-network listener in
+// the NodePort range.
+func nodeTargets(nodeIP, service string) []string {
+	out := []string{net.JoinHostPort(nodeIP, "10250")}
+	if service != "" {
+		out = append(out, service)
+	}
+	return out
 }
 
 // subject is the conformance factory: the runtime as the other cluster tests configure it,

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -822,7 +823,30 @@ spec:
 	}
 	podIP, kubelet := pod.Status.PodIP, net.JoinHostPort(f.h.APIServerIP, "10250")
 
-	// Controls, from a plain pod of that namespace: both answer.
+	m := shop(t)
+	m.Egress.Rules = append(m.Egress.Rules, manifest.EgressRule{CIDR: "10.0.0.0/8", Ports: []int{80, 443, 10250}, Mode: "allow"})
+	rt := f.runtime(t)
+	ref := afruntime.Ref{ID: "shop-cidr", Manifest: m}
+	down(t, rt, ref)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Images: f.images()}); err != nil {
+		t.Fatal(err)
+	}
+	// The sidecar's own control port (the decision log) and the cluster's ranges it was given.
+	scPods, err := f.kube.CoreV1().Pods("af-env-shop-cidr").List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleSidecar})
+	if err != nil || len(scPods.Items) != 1 {
+		t.Fatalf("sidecar pods: %v", err)
+	}
+	control := net.JoinHostPort(scPods.Items[0].Status.PodIP, "9901")
+	secret, err := f.kube.CoreV1().Secrets("af-env-shop-cidr").Get(ctx, SidecarConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{f.h.PodCIDR, "10.96.0.0/12", f.h.APIServerIP + "/32"} {
+		if !strings.Contains(string(secret.Data[sidecarConfigFile]), "- "+r+"\n") {
+			t.Errorf("the sidecar's cluster_cidrs lack %s:\n%s", r, secret.Data[sidecarConfigFile])
+		}
+	}
+	// Controls, from a plain pod of another namespace: all answer.
 	ctlPod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "control", Namespace: targetNS},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
@@ -841,15 +865,15 @@ spec:
 	if ctl["pod"].rc != "0" || !strings.Contains(ctl["pod"].out, banner) || ctl["kubelet"].rc != "0" {
 		t.Fatalf("controls did not answer from outside every environment: %+v", ctl)
 	}
-
-	m := shop(t)
-	m.Egress.Rules = append(m.Egress.Rules, manifest.EgressRule{CIDR: "10.0.0.0/8", Ports: []int{80, 443, 10250}, Mode: "allow"})
-	rt := f.runtime(t)
-	ref := afruntime.Ref{ID: "shop-cidr", Manifest: m}
-	down(t, rt, ref)
-	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Images: f.images()}); err != nil {
-		t.Fatal(err)
+	// The control port answers the node (the kubelet's readiness checks come from there), as
+	// the test runs on it; its policy admits no pod to it.
+	hc := &http.Client{Timeout: 3 * time.Second}
+	if resp, err := hc.Get("http://" + control + "/healthz"); err != nil {
+		t.Fatalf("control: the sidecar's control port does not answer the node: %v", err)
+	} else {
+		resp.Body.Close()
 	}
+
 	connect := func(target string) string {
 		return `p=${HTTP_PROXY#http://}; (printf 'CONNECT ` + target + ` HTTP/1.1\r\nHost: ` + target + `\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p'`
 	}
@@ -861,12 +885,13 @@ spec:
 		{"connect-kubelet", connect(kubelet)},
 		{"proxy-get-pod", viaProxy(podIP)},
 		{"transparent-pod", transparent(podIP)},
+		{"sidecar-control", "aftool http -timeout 3s http://" + control + "/healthz"},
 	}))
 	t.Logf("from inside a web pod:\n%s", log)
 	r := parseResults(log)
-	for _, name := range []string{"connect-pod", "connect-kubelet", "proxy-get-pod", "transparent-pod"} {
+	for _, name := range []string{"connect-pod", "connect-kubelet", "proxy-get-pod", "transparent-pod", "sidecar-control"} {
 		c, ok := r[name]
-		if !ok || strings.Contains(c.out, banner) || strings.Contains(c.out, " 200") {
+		if !ok || strings.Contains(c.out, banner) || strings.Contains(c.out, " 200") || (name == "sidecar-control" && c.rc == "0") {
 			t.Errorf("ESCAPED through the sidecar: %s: %+v", name, c)
 		}
 	}
