@@ -400,7 +400,7 @@ func TestConformanceRoster(t *testing.T) {
 			want = append(want, b.Name)
 		}
 	}
-	if r.code != 0 || r.out != strings.Join(want, "\n")+"\n" || len(want) != 10 {
+	if r.code != 0 || r.out != strings.Join(want, "\n")+"\n" || len(want) != 12 {
 		t.Errorf("roster --containment: exit %d %q", r.code, r.out)
 	}
 	j := run(t, nil, "", "conformance", "roster", "-o", "json")
