@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/runtime"
 )
 
@@ -117,9 +118,9 @@ func TestConformance(t *testing.T) {
 		caps = runtime.Capabilities{}
 	case "tampered-roster":
 		// A roster edited to give a containment behaviour a requirement the runtime lacks.
-		for i := range Roster {
-			if Roster[i].Name == "egress/no-token" {
-				Roster[i].Requires = Ingress
+		for i := range verdict.Roster {
+			if verdict.Roster[i].Name == "egress/no-token" {
+				verdict.Roster[i].Requires = verdict.Ingress
 			}
 		}
 		caps = runtime.Capabilities{}
@@ -172,7 +173,7 @@ func outcome(report, test string) string {
 func text(report string) string {
 	var b strings.Builder
 	for _, line := range strings.Split(report, "\n") {
-		var ev event
+		var ev struct{ Output string } // one line of go test -json
 		if json.Unmarshal([]byte(line), &ev) == nil {
 			b.WriteString(ev.Output)
 		}
@@ -180,10 +181,10 @@ func text(report string) string {
 	return b.String()
 }
 
-func refusal(t *testing.T, report string) *Refusal {
+func refusal(t *testing.T, report string) *verdict.Refusal {
 	t.Helper()
-	_, err := Verify(strings.NewReader(report), thisPackage)
-	var r *Refusal
+	_, err := verdict.Verify(strings.NewReader(report), thisPackage)
+	var r *verdict.Refusal
 	if !errors.As(err, &r) {
 		t.Fatalf("the reader accepted the report (%v)", err)
 	}
@@ -192,16 +193,16 @@ func refusal(t *testing.T, report string) *Refusal {
 
 // leakyOutcome is what a containment behaviour must come to against the leaky runtime: every
 // one fails, but the one that asks only that an allowed host is reached.
-func leakyOutcome(b Behaviour) string {
+func leakyOutcome(b verdict.Behaviour) string {
 	if b.Name == "egress/allowed-host-reached" {
 		return "pass"
 	}
 	return "fail"
 }
 
-func containment() []Behaviour {
-	var out []Behaviour
-	for _, b := range Roster {
+func containment() []verdict.Behaviour {
+	var out []verdict.Behaviour
+	for _, b := range verdict.Roster {
 		if b.Containment {
 			out = append(out, b)
 		}
@@ -214,11 +215,11 @@ func containment() []Behaviour {
 func TestCapabilitiesCannotSkipContainment(t *testing.T) {
 	report := child(t, "no-capabilities", "-test.run", "^TestConformance$")
 	for _, b := range containment() {
-		if got := outcome(report, RootTest+"/"+b.Name); got != leakyOutcome(b) {
+		if got := outcome(report, verdict.RootTest+"/"+b.Name); got != leakyOutcome(b) {
 			t.Errorf("containment behaviour %s: %q, want it run and %s against the leaky runtime", b.Name, got, leakyOutcome(b))
 		}
 	}
-	if got := outcome(report, RootTest+"/up/reachable-url"); got != "skip" {
+	if got := outcome(report, verdict.RootTest+"/up/reachable-url"); got != "skip" {
 		t.Errorf("up/reachable-url: %q, want skipped by name", got)
 	}
 	if !strings.Contains(text(report), "SKIPPED: the runtime declares no ingress capability") {
@@ -240,11 +241,11 @@ func TestShortCannotSkipContainment(t *testing.T) {
 		if !b.Slow {
 			t.Errorf("%s is not marked slow: this test would prove nothing about it", b.Name)
 		}
-		if got := outcome(report, RootTest+"/"+b.Name); got != leakyOutcome(b) {
+		if got := outcome(report, verdict.RootTest+"/"+b.Name); got != leakyOutcome(b) {
 			t.Errorf("containment behaviour %s under -short: %q, want it run (and %s)", b.Name, got, leakyOutcome(b))
 		}
 	}
-	if got := outcome(report, RootTest+"/status/exit-code"); got != "skip" {
+	if got := outcome(report, verdict.RootTest+"/status/exit-code"); got != "skip" {
 		t.Errorf("status/exit-code under -short: %q, want skipped", got)
 	}
 	r := refusal(t, report)
@@ -262,10 +263,10 @@ func TestFiltersCannotNarrowTheSuite(t *testing.T) {
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			report := child(t, "all", args...)
-			if got := outcome(report, RootTest); got != "fail" {
+			if got := outcome(report, verdict.RootTest); got != "fail" {
 				t.Fatalf("the root test: %q, want failed", got)
 			}
-			if got := outcome(report, RootTest+"/egress/no-metadata"); got != "" {
+			if got := outcome(report, verdict.RootTest+"/egress/no-metadata"); got != "" {
 				t.Fatalf("the filter did not keep egress/no-metadata out (%q): this test proves nothing", got)
 			}
 			if !strings.Contains(text(report), "never reached, so unmeasured") {
@@ -290,7 +291,7 @@ func TestFiltersCannotNarrowTheSuite(t *testing.T) {
 // is refused before anything runs.
 func TestTamperedRosterIsRefused(t *testing.T) {
 	report := child(t, "tampered-roster", "-test.run", "^TestConformance$")
-	if got := outcome(report, RootTest+"/egress/no-token"); got == "skip" {
+	if got := outcome(report, verdict.RootTest+"/egress/no-token"); got == "skip" {
 		t.Fatal("the tampered roster skipped a containment behaviour")
 	}
 	if !strings.Contains(text(report), `containment behaviour egress/no-token requires "ingress"`) {
@@ -321,18 +322,18 @@ func tail(s string) string {
 // TestDecide: the skip decision, as data.
 func TestDecide(t *testing.T) {
 	for _, c := range []struct {
-		b        Behaviour
+		b        verdict.Behaviour
 		caps     runtime.Capabilities
 		slow     bool
 		skip     bool
 		contains string
 	}{
-		{Behaviour{Name: "c", Containment: true, Slow: true, Requires: Ingress}, runtime.Capabilities{}, true, false, ""},
-		{Behaviour{Name: "i", Requires: Ingress}, runtime.Capabilities{}, false, true, "no ingress"},
-		{Behaviour{Name: "i", Requires: Ingress}, runtime.Capabilities{Ingress: true}, false, false, ""},
-		{Behaviour{Name: "r", Requires: Replicas}, runtime.Capabilities{Ingress: true}, false, true, "no replicas"},
-		{Behaviour{Name: "m", Requires: Migrations, Slow: true}, allCaps, true, true, "slow"},
-		{Behaviour{Name: "s", Slow: true}, allCaps, false, false, ""},
+		{verdict.Behaviour{Name: "c", Containment: true, Slow: true, Requires: verdict.Ingress}, runtime.Capabilities{}, true, false, ""},
+		{verdict.Behaviour{Name: "i", Requires: verdict.Ingress}, runtime.Capabilities{}, false, true, "no ingress"},
+		{verdict.Behaviour{Name: "i", Requires: verdict.Ingress}, runtime.Capabilities{Ingress: true}, false, false, ""},
+		{verdict.Behaviour{Name: "r", Requires: verdict.Replicas}, runtime.Capabilities{Ingress: true}, false, true, "no replicas"},
+		{verdict.Behaviour{Name: "m", Requires: verdict.Migrations, Slow: true}, allCaps, true, true, "slow"},
+		{verdict.Behaviour{Name: "s", Slow: true}, allCaps, false, false, ""},
 	} {
 		skip, why := decide(c.b, c.caps, c.slow)
 		if skip != c.skip || !strings.Contains(why, c.contains) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/runtime"
 )
@@ -190,7 +191,7 @@ func names(in []Instance, keep func(Instance) bool) []string {
 
 // refused ups an environment that must be refused, and checks it was refused promptly and
 // that nothing of it exists afterwards.
-func (s *suite) refused(t *testing.T, role string, m *manifest.Manifest, mention ...string) {
+func (s *suite) refused(t *testing.T, role string, m *manifest.Manifest, mention ...string) error {
 	t.Helper()
 	ref := s.ref(role, m)
 	s.envs[role] = &env{ref: ref}
@@ -215,6 +216,7 @@ func (s *suite) refused(t *testing.T, role string, m *manifest.Manifest, mention
 	if left := s.inventory(t, ref.ID); len(left) > 0 {
 		t.Errorf("a refused up left resources: %v", left)
 	}
+	return err
 }
 
 // ---- attempts ----
@@ -395,7 +397,7 @@ func declaredMatch(t *testing.T, s *suite) {
 		t.Fatalf("status has no api: %+v", st.Services)
 	}
 	type evidence struct {
-		req      Requirement
+		req      verdict.Requirement
 		declared bool
 		shown    bool
 		what     string
@@ -407,10 +409,10 @@ func declaredMatch(t *testing.T, s *suite) {
 		}
 	}
 	for _, ev := range []evidence{
-		{Ingress, s.caps.Ingress, e.res != nil && e.res.URLs["api"] != "", "a preview URL for the web service"},
-		{Replicas, s.caps.Replicas, api.Desired == apiReplicas, fmt.Sprintf("%d instances of api", apiReplicas)},
-		{Resources, s.caps.Resources, api.Memory == memoryAsked && api.CPU == cpuAsked, "api sized " + cpuAsked + "/" + memoryAsked},
-		{Migrations, s.caps.Migrations, migrated, "api's migration ran"},
+		{verdict.Ingress, s.caps.Ingress, e.res != nil && e.res.URLs["api"] != "", "a preview URL for the web service"},
+		{verdict.Replicas, s.caps.Replicas, api.Desired == apiReplicas, fmt.Sprintf("%d instances of api", apiReplicas)},
+		{verdict.Resources, s.caps.Resources, api.Memory == memoryAsked && api.CPU == cpuAsked, "api sized " + cpuAsked + "/" + memoryAsked},
+		{verdict.Migrations, s.caps.Migrations, migrated, "api's migration ran"},
 	} {
 		switch {
 		case ev.declared && !ev.shown:
@@ -552,7 +554,11 @@ func cycleReported(t *testing.T, s *suite) {
 	// The parser refuses a cycle; the runtime must too, for callers that build manifests.
 	m.Services["a"].DependsOn = []string{"b"}
 	m.Services["b"].DependsOn = []string{"a"}
-	s.refused(t, "cycle", m, "a", "b")
+	// The catalogue's code and the cycle's path, whichever service it starts from.
+	err = s.refused(t, "cycle", m, "AF-RUN-041")
+	if err != nil && !strings.Contains(err.Error(), "a -> b -> a") && !strings.Contains(err.Error(), "b -> a -> b") {
+		t.Errorf("the refusal does not give the cycle's path (a -> b -> a): %v", err)
+	}
 }
 
 func missingDependency(t *testing.T, s *suite) {
@@ -563,7 +569,7 @@ func missingDependency(t *testing.T, s *suite) {
 		t.Fatal(err)
 	}
 	m.Services["a"].DependsOn = []string{"ghost"}
-	s.refused(t, "missing", m, "ghost")
+	s.refused(t, "missing", m, "AF-RUN-042", "ghost")
 }
 
 func failedMigration(t *testing.T, s *suite) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/manifest"
 )
 
@@ -25,7 +26,7 @@ func firstAct(tg Targets) string {
 	return fmt.Sprintf("if %s || %s || %s; then echo '%s'; else echo '%s'; fi", try, try, try, routeEscaped, routeDenied)
 }
 
-// RunStartupProof is the immediate-startup proof, run as the test named StartupProof: with
+// RunStartupProof is the immediate-startup proof, run as the test named verdict.StartupProof: with
 // egress allowed by default, a worker of several instances and a migration whose FIRST act
 // is to try the public resolver over UDP must all be gated (every gate exits 0), and every
 // one of them must log the route DENIED and none ESCAPED; an instance removed is replaced,
@@ -33,8 +34,8 @@ func firstAct(tg Targets) string {
 // would prove nothing. Nothing can skip it.
 func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 	t.Helper()
-	if t.Name() != StartupProof {
-		t.Fatalf("RunStartupProof runs as %s, not %s", t.Name(), StartupProof)
+	if t.Name() != verdict.StartupProof {
+		t.Fatalf("RunStartupProof runs as %s, not %s", t.Name(), verdict.StartupProof)
 	}
 	opts.defaults()
 	if m := opts.missing(); len(m) > 0 {

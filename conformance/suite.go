@@ -1,3 +1,7 @@
+// Package conformance is the behaviour suite every runtime must pass. RunRuntime runs the
+// roster (package verdict) against any runtime.Runtime, through a Harness the runtime's tests
+// provide (a way to try connections from inside an environment, and to look at its
+// instances); RunStartupProof is the immediate-startup proof. verdict.Verify reads the report.
 package conformance
 
 import (
@@ -9,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/runtime"
 )
@@ -107,11 +112,11 @@ func (o Options) missing() []string {
 }
 
 // decide says whether a behaviour is skipped, and why. Containment behaviours never are.
-func decide(b Behaviour, caps runtime.Capabilities, skipSlow bool) (bool, string) {
+func decide(b verdict.Behaviour, caps runtime.Capabilities, skipSlow bool) (bool, string) {
 	if b.Containment {
 		return false, ""
 	}
-	if b.Requires != Always && !declares(caps, b.Requires) {
+	if b.Requires != verdict.Always && !declares(caps, b.Requires) {
 		return true, fmt.Sprintf("the runtime declares no %s capability", b.Requires)
 	}
 	if skipSlow && b.Slow {
@@ -120,18 +125,18 @@ func decide(b Behaviour, caps runtime.Capabilities, skipSlow bool) (bool, string
 	return false, ""
 }
 
-func declares(caps runtime.Capabilities, r Requirement) bool {
+func declares(caps runtime.Capabilities, r verdict.Requirement) bool {
 	switch r {
-	case Ingress:
+	case verdict.Ingress:
 		return caps.Ingress
-	case Replicas:
+	case verdict.Replicas:
 		return caps.Replicas
-	case Resources:
+	case verdict.Resources:
 		return caps.Resources
-	case Migrations:
+	case verdict.Migrations:
 		return caps.Migrations
 	}
-	return r == Always
+	return r == verdict.Always
 }
 
 // checkRoster refuses a roster that could let containment be skipped or a behaviour go
@@ -139,12 +144,12 @@ func declares(caps runtime.Capabilities, r Requirement) bool {
 func checkRoster(impl map[string]func(*testing.T, *suite)) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, b := range Roster {
+	for _, b := range verdict.Roster {
 		if seen[b.Name] {
 			out = append(out, b.Name+" is in the roster twice")
 		}
 		seen[b.Name] = true
-		if b.Containment && b.Requires != Always {
+		if b.Containment && b.Requires != verdict.Always {
 			out = append(out, fmt.Sprintf("containment behaviour %s requires %q: nothing may make a containment behaviour skippable", b.Name, b.Requires))
 		}
 		if impl[b.Name] == nil {
@@ -196,15 +201,15 @@ type tried struct {
 }
 
 // RunRuntime runs every roster behaviour against the runtime the factory makes, as subtests
-// of t, which must be the test named RootTest. A behaviour whose requirement the runtime does
+// of t, which must be the test named verdict.RootTest. A behaviour whose requirement the runtime does
 // not declare is skipped by name with the reason; containment behaviours run whatever the
 // runtime declares and whatever -short or SkipSlow say; a behaviour never reached (a -run or
 // -skip filter) fails the suite, naming what went unmeasured. When the suite ends every
 // environment it made is downed and the runtime's inventory must be what it was at the start.
 func RunRuntime(t *testing.T, factory Factory, opts Options) {
 	t.Helper()
-	if t.Name() != RootTest {
-		t.Fatalf("RunRuntime runs as %s, not %s: the verdict reader only counts behaviours under %s", t.Name(), RootTest, RootTest)
+	if t.Name() != verdict.RootTest {
+		t.Fatalf("RunRuntime runs as %s, not %s: the verdict reader only counts behaviours under %s", t.Name(), verdict.RootTest, verdict.RootTest)
 	}
 	opts.defaults()
 	impl := behaviours()
@@ -232,7 +237,7 @@ func RunRuntime(t *testing.T, factory Factory, opts Options) {
 	defer s.finish(t, before)
 
 	reached := map[string]bool{}
-	for _, b := range Roster {
+	for _, b := range verdict.Roster {
 		fn := impl[b.Name]
 		t.Run(b.Name, func(t *testing.T) {
 			reached[b.Name] = true
@@ -244,7 +249,7 @@ func RunRuntime(t *testing.T, factory Factory, opts Options) {
 		})
 	}
 	var unreached, containment []string
-	for _, b := range Roster {
+	for _, b := range verdict.Roster {
 		if !reached[b.Name] {
 			unreached = append(unreached, b.Name)
 			if b.Containment {

@@ -70,7 +70,7 @@ while read -r name; do
 		missing=1
 	fi
 done < <(bin/af conformance roster --containment)
-if ! grep -qF "the startup proof $(grep -o 'TestImmediate[A-Za-z]*' conformance/roster.go | head -1) did not pass" <<<"$verdict"; then
+if ! grep -qF "the startup proof $(grep -o 'TestImmediate[A-Za-z]*' conformance/verdict/roster.go | head -1) did not pass" <<<"$verdict"; then
 	echo "NEGATIVE CONTROL FAILED: the refusal does not say the startup proof did not pass" >&2
 	missing=1
 fi

@@ -55,11 +55,9 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 		r.opts.Progress.Printf("namespace %s: already being deleted, waiting", t.ns)
 	}
 	var last *corev1.Namespace
-	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
+	err = poll(ctx, r.opts.DownTimeout, func(el time.Duration) {
 		r.opts.Progress.Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
-	})
-	defer stop()
-	err = poll(ctx, r.opts.DownTimeout, func() (bool, error) {
+	}, func() (bool, error) {
 		n, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -192,6 +192,10 @@ func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, e
 	r.opts.Progress.Printf("using kubeconfig context %q (from %s), API server %s", name, from, cfg.Host)
 	c := &client{cs: cs, context: name, server: cfg.Host}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
+		// A refusal here is of the credentials themselves, not of one permission.
+		if apierrors.IsForbidden(err) {
+			return nil, credentialsRefused(c, "reaching the API server", err)
+		}
 		return nil, apiError(c, "reaching the API server", err)
 	}
 	r.clients[want] = c
@@ -217,8 +221,8 @@ func apiError(c *client, doing string, err error) error {
 	var uerr *url.Error
 	var nerr net.Error
 	switch {
-	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err) && strings.Contains(doing, "reaching"):
-		return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s (context %q, %s): the server refused the credentials: %v", doing, c.context, c.server, err), err)
+	case apierrors.IsUnauthorized(err):
+		return credentialsRefused(c, doing, err)
 	case errors.As(err, &uerr), errors.As(err, &nerr):
 		return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s (context %q, %s): %v", doing, c.context, c.server, err), err)
 	case apierrors.IsForbidden(err):
@@ -226,6 +230,10 @@ func apiError(c *client, doing string, err error) error {
 			WithHint("af needs to create namespaces and, inside them, NetworkPolicies, Secrets, Services, Deployments, Jobs and Pods, and to read pod logs.")
 	}
 	return fmt.Errorf("%s: %w", doing, err)
+}
+
+func credentialsRefused(c *client, doing string, err error) error {
+	return failure.New(failure.ClusterUnreachable, fmt.Sprintf("%s (context %q, %s): the server refused the credentials: %v", doing, c.context, c.server, err), err)
 }
 
 // interrupted turns a cancelled context into AF-RUN-007 naming what was being done.
@@ -292,27 +300,6 @@ func repoLabel(repo string) string {
 		v = v[:63]
 	}
 	return strings.Trim(v, "-._")
-}
-
-// progressTicker calls report every interval until stop is called: the heartbeat of a wait.
-func progressTicker(ctx context.Context, every time.Duration, report func(elapsed time.Duration)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				report(time.Since(start).Round(time.Second))
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 func joinSorted(s []string) string {

@@ -5,9 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 	"sort"
-	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -354,14 +354,10 @@ func (e *env) sidecarDeployment(configHash string) *appsv1.Deployment {
 }
 
 // proxyURL is the explicit proxy every service is told about.
-func (e *env) proxyURL() string { return "http://" + hostPort(e.SidecarIP, 3128) }
+func (e *env) proxyURL() string { return "http://" + e.sidecarProxy() }
 
-func hostPort(host string, port int) string {
-	if strings.Contains(host, ":") {
-		return "[" + host + "]:" + strconv.Itoa(port)
-	}
-	return host + ":" + strconv.Itoa(port)
-}
+// sidecarProxy is the sidecar's proxy address, host:port.
+func (e *env) sidecarProxy() string { return net.JoinHostPort(e.SidecarIP, "3128") }
 
 // noProxy lists what clients reach directly: the environment's own services, by every name
 // they may be called.
@@ -427,7 +423,7 @@ func (e *env) gate(res corev1.ResourceRequirements, args ...string) corev1.Conta
 }
 
 func (e *env) gateEnv() []corev1.EnvVar {
-	vars := []corev1.EnvVar{{Name: "AF_SIDECAR", Value: hostPort(e.SidecarIP, 3128)}}
+	vars := []corev1.EnvVar{{Name: "AF_SIDECAR", Value: e.sidecarProxy()}}
 	keys := make([]string, 0, len(e.GateEnv))
 	for k := range e.GateEnv {
 		if k != "AF_GATE_NODE" && k != "AF_SIDECAR" {

@@ -216,8 +216,8 @@ func imagesFor(spec afruntime.Spec) (map[string]string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		return nil, failure.Newf(failure.Unavailable, "services %s are built from source, and this build of af cannot build and publish images yet", strings.Join(missing, ", ")).
-			WithHint("Build them yourself, make them pullable by the cluster, and pass --image SERVICE=REF for each.")
+		return nil, failure.Newf(failure.UsageInvalid, "services %s have no image: they are built from source (build:), and the runtime was given neither an image nor an archive for them", strings.Join(missing, ", ")).
+			WithHint("`af up` builds build: services with the container daemon before it brings the environment up; otherwise pass --image SERVICE=REF or --image-archive SERVICE=PATH for each.")
 	}
 	for name := range spec.Images {
 		if _, ok := spec.Manifest.Services[name]; !ok {
@@ -712,11 +712,9 @@ func (r *Runtime) waitURL(ctx context.Context, service, url string) error {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	last := "no answer yet"
-	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
+	err := poll(ctx, r.opts.ReadyTimeout, func(el time.Duration) {
 		r.opts.Progress.Printf("  %s: %s (%s)", service, last, el)
-	})
-	defer stop()
-	err := poll(ctx, r.opts.ReadyTimeout, func() (bool, error) {
+	}, func() (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false, failure.Newf(failure.Internal, "preview URL %s: %v", url, err)

@@ -23,17 +23,24 @@ const pollEvery = 500 * time.Millisecond
 // heartbeat is how often a wait says it is still waiting.
 const heartbeat = 5 * time.Second
 
-// poll calls check until it reports done, fails, the timeout passes or ctx ends. A timeout
-// returns errTimeout; the caller turns it into the catalogue's words.
-func poll(parent context.Context, timeout time.Duration, check func() (bool, error)) error {
+// poll calls check until it reports done, fails, the timeout passes or ctx ends, and every
+// heartbeat calls report (when not nil) with the time waited so far, from this same loop: what
+// report reads was written by check on this goroutine, so nothing races. A timeout returns
+// errTimeout; the caller turns it into the catalogue's words.
+func poll(parent context.Context, timeout time.Duration, report func(elapsed time.Duration), check func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
+	start, beat := time.Now(), time.Now()
 	for {
 		done, err := check()
 		if err != nil || done {
 			return err
+		}
+		if report != nil && time.Since(beat) >= heartbeat {
+			beat = time.Now()
+			report(time.Since(start).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():
@@ -54,13 +61,11 @@ var errTimeout = errors.New("timed out")
 func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, want int, timeout time.Duration) error {
 	deps := t.c.cs.AppsV1().Deployments(t.ns)
 	var ready int
-	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
-		r.opts.Progress.Printf("  %s: %d/%d ready (%s)", name, ready, want, el)
-	})
-	defer stop()
 	var fail error
 	var sel map[string]string
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := poll(ctx, timeout, func(el time.Duration) {
+		r.opts.Progress.Printf("  %s: %d/%d ready (%s)", name, ready, want, el)
+	}, func() (bool, error) {
 		d, err := deps.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, apiError(t.c, "reading deployment "+name, err)
@@ -188,15 +193,13 @@ func isPullFailure(reason string) bool {
 // waitPodDone waits until the pod has finished (Succeeded or Failed).
 func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeout time.Duration) (*corev1.Pod, error) {
 	var pod *corev1.Pod
-	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
+	err := poll(ctx, timeout, func(el time.Duration) {
 		phase := corev1.PodPhase("unknown")
 		if pod != nil {
 			phase = pod.Status.Phase
 		}
 		r.opts.Progress.Printf("  %s: %s (%s)", name, phase, el)
-	})
-	defer stop()
-	err := poll(ctx, timeout, func() (bool, error) {
+	}, func() (bool, error) {
 		p, err := t.c.cs.CoreV1().Pods(t.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, apiError(t.c, "reading pod "+name, err)
@@ -223,12 +226,10 @@ func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeo
 // waitJob waits for a migration Job to succeed or fail.
 func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, timeout time.Duration) error {
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
-	stop := progressTicker(ctx, heartbeat, func(el time.Duration) {
-		r.opts.Progress.Printf("  migration of %s: running (%s)", service, el)
-	})
-	defer stop()
 	var job *batchv1.Job
-	err := poll(ctx, timeout, func() (bool, error) {
+	err := poll(ctx, timeout, func(el time.Duration) {
+		r.opts.Progress.Printf("  migration of %s: running (%s)", service, el)
+	}, func() (bool, error) {
 		j, err := jobs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, apiError(t.c, "reading job "+name, err)
@@ -342,7 +343,7 @@ func (r *Runtime) deleteAndWait(ctx context.Context, t *target, kind, name strin
 	if err != nil {
 		return apiError(t.c, "deleting "+kind+" "+name, err)
 	}
-	err = poll(ctx, timeout, func() (bool, error) {
+	err = poll(ctx, timeout, nil, func() (bool, error) {
 		err := get()
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
-	"github.com/antifailure/af/conformance"
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/failure"
 )
 
@@ -44,9 +44,9 @@ count, or every reason it refuses (AF-RUN-049). "-" reads standard input.`,
 				defer file.Close()
 				in = file
 			}
-			claim, err := conformance.Verify(in, pkg)
+			claim, err := verdict.Verify(in, pkg)
 			if err != nil {
-				if r, ok := err.(*conformance.Refusal); ok {
+				if r, ok := err.(*verdict.Refusal); ok {
 					if f.IO.JSON() {
 						e := failure.Newf(failure.ConformanceRefused, "%s", r.Error())
 						_ = f.WriteJSON(map[string]any{"accepted": false, "reasons": r.Reasons})
@@ -82,8 +82,8 @@ behaviour (which nothing may skip), the capability it requires, and what it chec
 --containment prints only the containment behaviours' names, one per line.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			var list []conformance.Behaviour
-			for _, b := range conformance.Roster {
+			var list []verdict.Behaviour
+			for _, b := range verdict.Roster {
 				if !onlyContainment || b.Containment {
 					list = append(list, b)
 				}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
-	"github.com/antifailure/af/conformance"
+	"github.com/antifailure/af/conformance/verdict"
 )
 
 type result struct {
@@ -365,23 +365,23 @@ func TestConformanceVerify(t *testing.T) {
 	ev := func(action, test string) {
 		fmt.Fprintf(&b, `{"Action":%q,"Package":%q,"Test":%q}`+"\n", action, pkg, test)
 	}
-	for _, bh := range conformance.Roster {
-		ev("run", conformance.RootTest+"/"+bh.Name)
-		ev("pass", conformance.RootTest+"/"+bh.Name)
+	for _, bh := range verdict.Roster {
+		ev("run", verdict.RootTest+"/"+bh.Name)
+		ev("pass", verdict.RootTest+"/"+bh.Name)
 	}
-	ev("pass", conformance.RootTest)
-	ev("pass", conformance.StartupProof)
+	ev("pass", verdict.RootTest)
+	ev("pass", verdict.StartupProof)
 	fmt.Fprintf(&b, `{"Action":"pass","Package":%q}`+"\n", pkg)
 	good := filepath.Join(t.TempDir(), "report.jsonl")
 	if err := os.WriteFile(good, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := run(t, nil, "", "conformance", "verify", good)
-	want := fmt.Sprintf("%d behaviours passed, 0 skipped, startup proof passed\n", len(conformance.Roster))
+	want := fmt.Sprintf("%d behaviours passed, 0 skipped, startup proof passed\n", len(verdict.Roster))
 	if r.code != 0 || r.out != want {
 		t.Errorf("verify: exit %d %q %s", r.code, r.out, r.errOut)
 	}
-	bad := strings.Replace(b.String(), `{"Action":"pass","Package":"`+pkg+`","Test":"`+conformance.RootTest+`/egress/no-metadata"}`, `{"Action":"skip","Package":"`+pkg+`","Test":"`+conformance.RootTest+`/egress/no-metadata"}`, 1)
+	bad := strings.Replace(b.String(), `{"Action":"pass","Package":"`+pkg+`","Test":"`+verdict.RootTest+`/egress/no-metadata"}`, `{"Action":"skip","Package":"`+pkg+`","Test":"`+verdict.RootTest+`/egress/no-metadata"}`, 1)
 	r = run(t, nil, bad, "conformance", "verify", "-")
 	if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-049") || !strings.Contains(r.errOut, "containment behaviour egress/no-metadata was skipped") {
 		t.Errorf("verify of a skipped containment behaviour: exit %d %s", r.code, r.errOut)
@@ -395,7 +395,7 @@ func TestConformanceVerify(t *testing.T) {
 func TestConformanceRoster(t *testing.T) {
 	r := run(t, nil, "", "conformance", "roster", "--containment")
 	var want []string
-	for _, b := range conformance.Roster {
+	for _, b := range verdict.Roster {
 		if b.Containment {
 			want = append(want, b.Name)
 		}
@@ -404,7 +404,7 @@ func TestConformanceRoster(t *testing.T) {
 		t.Errorf("roster --containment: exit %d %q", r.code, r.out)
 	}
 	j := run(t, nil, "", "conformance", "roster", "-o", "json")
-	if j.code != 0 || strings.Count(j.out, `"name"`) != len(conformance.Roster) || !strings.Contains(j.out, `"requires": "ingress"`) {
+	if j.code != 0 || strings.Count(j.out, `"name"`) != len(verdict.Roster) || !strings.Contains(j.out, `"requires": "ingress"`) {
 		t.Errorf("roster -o json: exit %d %s", j.code, j.out)
 	}
 }

@@ -1,10 +1,8 @@
-// Package conformance is the behaviour suite every runtime must pass, and the reader that
-// turns a `go test -json` report of it into a claim, or refuses to.
-//
-// RunRuntime runs the roster against any runtime.Runtime, through a Harness the runtime's
-// tests provide (a way to try connections from inside an environment, and to look at its
-// instances). RunStartupProof is the immediate-startup proof. Verify is the reader.
-package conformance
+// Package verdict is the conformance suite's roster (every behaviour, which are containment,
+// what each requires) and the reader that turns a `go test -json` report of the suite into a
+// claim, or refuses to. It has no test code in it, so the af binary can read reports and list
+// the roster without linking the suite (package conformance) or the testing package.
+package verdict
 
 // Requirement is a capability a behaviour needs from the runtime under test. A behaviour
 // whose requirement the runtime does not declare is skipped by name, with the reason;
