@@ -272,6 +272,10 @@ func (r *Runtime) Inventory(ctx context.Context) ([]afruntime.Resource, error) {
 				l, err := c.cs.CoreV1().Pods(ns.Name).List(ctx, sel)
 				return objects(l, err, func(l *corev1.PodList) []corev1.Pod { return l.Items })
 			}},
+			{"Ingress", func() ([]metav1.Object, error) {
+				l, err := c.cs.NetworkingV1().Ingresses(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *networkingv1.IngressList) []networkingv1.Ingress { return l.Items })
+			}},
 		} {
 			items, err := kind.list()
 			if err != nil {

@@ -177,4 +177,20 @@ func TestPreflightOnTheCluster(t *testing.T) {
 	if got := strings.Join(said, "\n"); !strings.Contains(got, "capacity preflight skipped: context") || !strings.Contains(got, "may not list nodes") {
 		t.Errorf("no progress message about the skipped preflight: %q", said)
 	}
+	if got := strings.Join(said, "\n"); !strings.Contains(got, "cluster ranges: the nodes could not be listed (forbidden)") {
+		t.Errorf("no progress message about the unknown pod ranges: %q", said)
+	}
+	// The same identity, with a cidr rule: the pod ranges unknown, af cannot keep the rule out
+	// of the cluster, so it refuses before creating anything.
+	wide := small(t, map[string]*manifest.Service{"app": {Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}}})
+	wide.Egress.Rules = []manifest.EgressRule{{CIDR: "10.20.0.0/16", Ports: []int{5432}, Mode: "allow"}}
+	wref := afruntime.Ref{ID: "preflight-rbac-cidr", Manifest: wide}
+	down(t, f.runtime(t), wref)
+	_, err = lrt.Up(ctx, afruntime.Spec{Ref: wref})
+	if failure.CodeOf(err) != failure.ClusterRangesUnknown.Code || !strings.Contains(err.Error(), "egress.rules[0] (10.20.0.0/16)") {
+		t.Errorf("a cidr rule with the cluster's ranges unknown: want AF-RUN-052 naming the rule, got %v", err)
+	}
+	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, "af-env-preflight-rbac-cidr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused up created its namespace (%v)", err)
+	}
 }

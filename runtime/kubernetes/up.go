@@ -92,14 +92,8 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		phase("images", start)
 	}
 
-	start = time.Now()
-	if err := r.ensureNamespace(ctx, t, spec); err != nil {
-		return nil, err
-	}
-	resolver, err := r.resolver(ctx, t)
-	if err != nil {
-		return nil, err
-	}
+	// The cluster's own ranges, before anything is created: a cidr rule they cannot be kept
+	// out of is refused with nothing made.
 	ranges := r.discoverRanges(ctx, t)
 	for _, g := range ranges.Gaps {
 		p.Printf("cluster ranges: %s", g)
@@ -108,6 +102,15 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return nil, err
 	}
 	p.Printf("cluster ranges the sidecar never reaches: %s", strings.Join(ranges.Strings(), ", "))
+
+	start = time.Now()
+	if err := r.ensureNamespace(ctx, t, spec); err != nil {
+		return nil, err
+	}
+	resolver, err := r.resolver(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	e := &env{
 		ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: proxyImage,
 		GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,

@@ -313,7 +313,7 @@ func TestUpTheExample(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"Namespace/af-env-shop-test", "Deployment/web", "Deployment/worker", "Deployment/af-sidecar", "Service/af-sidecar",
-		"Secret/af-sidecar-config", "NetworkPolicy/af-deny-all", "Job/" + firstJob(t, f, ns)} {
+		"Secret/af-sidecar-config", "NetworkPolicy/af-deny-all", "Ingress/web", "Job/" + firstJob(t, f, ns)} {
 		if !have[want] {
 			t.Errorf("inventory lacks %s: %v", want, have)
 		}
