@@ -1,0 +1,83 @@
+package kubernetes
+
+// The environment's namespace: created with af's labels in one call, reused only when af made
+// it for this repository; and the cluster resolver the sidecar asks about the environment's names.
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	afruntime "github.com/antifailure/af/runtime"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/antifailure/af/failure"
+)
+
+// ensureNamespace creates the namespace with its labels in one call, or reuses it when af made
+// it for this repository; anything else is refused untouched.
+func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime.Spec) error {
+	nss := t.c.cs.CoreV1().Namespaces()
+	for attempt := 0; ; attempt++ {
+		ns, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
+		if err == nil {
+			if err := owned(&ns.ObjectMeta, spec.Repository); err != nil {
+				return err
+			}
+			if ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
+				return failure.Newf(failure.StillTerminating, "namespace %s is being deleted (since %s)", t.ns, ns.DeletionTimestamp.Format(time.RFC3339))
+			}
+			r.opts.Progress.Printf("namespace %s exists and is af's: reusing it", t.ns)
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return apiError(t.c, "reading namespace "+t.ns, err)
+		}
+		labels := map[string]string{LabelManaged: "true", LabelEnvironment: t.id, LabelManagedBy: "af"}
+		ann := map[string]string{}
+		if spec.Repository != "" {
+			ann[AnnotationRepository] = spec.Repository
+			if v := repoLabel(spec.Repository); v != "" {
+				labels[LabelRepository] = v
+			}
+		}
+		if spec.PullRequest > 0 {
+			labels[LabelPullRequest] = strconv.Itoa(spec.PullRequest)
+		}
+		if ttl, err := t.m.Runtime.TTL.Value(); err == nil && ttl > 0 {
+			exp := r.opts.Now().Add(ttl).UTC().Truncate(time.Second)
+			labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
+			ann[AnnotationExpiresAt] = exp.Format(time.RFC3339)
+		}
+		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.ns, Labels: labels, Annotations: ann}}, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) && attempt == 0 {
+			continue // created meanwhile: judge it like any existing one
+		}
+		if err != nil {
+			return apiError(t.c, "creating namespace "+t.ns, err)
+		}
+		r.opts.Progress.Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
+		return nil
+	}
+}
+
+// resolver finds the cluster resolver's Service and the pods behind it.
+func (r *Runtime) resolver(ctx context.Context, t *target) (resolverRef, error) {
+	ns, name, _ := strings.Cut(r.opts.Resolver, "/")
+	svc, err := t.c.cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return resolverRef{}, failure.Newf(failure.ClusterLacks, "no cluster DNS Service %s/%s: the sidecar asks it about the environment's own names", ns, name).
+			WithHint("Point af at the cluster's DNS Service (Options.Resolver, namespace/name).")
+	}
+	if err != nil {
+		return resolverRef{}, apiError(t.c, "reading the cluster DNS Service "+r.opts.Resolver, err)
+	}
+	if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Selector) == 0 {
+		return resolverRef{}, failure.Newf(failure.ClusterLacks, "the cluster DNS Service %s/%s has no cluster address or no selector", ns, name)
+	}
+	return resolverRef{Addr: net.JoinHostPort(svc.Spec.ClusterIP, "53"), Namespace: ns, Selector: svc.Spec.Selector}, nil
+}

@@ -1,0 +1,80 @@
+package kubernetes
+
+// The probe: one pod under exactly a service's rules, before any service image runs.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+)
+
+// probe runs the probe pod, reads its verdict, records it on the namespace and deletes the pod,
+// in every case.
+func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, error) {
+	pods := t.c.cs.CoreV1().Pods(t.ns)
+	if err := r.deletePod(ctx, t, ProbeName); err != nil {
+		return nil, err
+	}
+	if _, err := pods.Create(ctx, e.probePod(), metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		return nil, apiError(t.c, "creating the probe pod", err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := r.deletePod(c, t, ProbeName); err != nil {
+			r.opts.Progress.Printf("could not delete the probe pod: %v", err)
+		}
+	}()
+	r.opts.Progress.Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server, the IPv6 segment, the node)")
+	pod, err := r.waitPodDone(ctx, t, ProbeName, r.opts.ProbeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	logs, _ := r.podLog(ctx, t, ProbeName, "probe", false, 200)
+	res, found := gate.ParseVerdict(logs)
+	if !found {
+		reason := "the probe printed no verdict"
+		if cs := terminated(pod, "probe"); cs != nil {
+			reason += fmt.Sprintf(" (exit %d, %s)", cs.ExitCode, cs.Reason)
+		}
+		return nil, failure.Newf(failure.NotContained, "%s; last lines:\n%s", reason, indent(lastLines(logs, 10))).
+			WithHint("`af down` removes the namespace and its policies.")
+	}
+	r.recordProbe(ctx, t, &res)
+	for _, a := range res.Routes {
+		r.opts.Progress.Printf("probe: %-15s %-24s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
+	}
+	switch res.Verdict {
+	case gate.Contained:
+		r.opts.Progress.Printf("probe: contained (every route denied in %d rounds, %.0f ms)", res.Rounds, res.MS)
+		return &res, nil
+	case gate.Escape:
+		var routes []string
+		for _, a := range res.Escaped {
+			routes = append(routes, fmt.Sprintf("%s (%s)", a.Route, a.Target))
+		}
+		return &res, failure.Newf(failure.NotContained, "the probe got out of namespace %s by %s; no service image was run", t.ns, strings.Join(routes, ", ")).
+			WithHint("The namespace and its policies remain: `af down` removes them.")
+	default:
+		return &res, failure.Newf(failure.NotContained, "the probe could not observe containment in namespace %s: %s; no service image was run", t.ns, res.Reason).
+			WithHint("The namespace and its policies remain: `af down` removes them.")
+	}
+}
+
+func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationProbe: string(data)}}})
+	if _, err := t.c.cs.CoreV1().Namespaces().Patch(ctx, t.ns, "application/merge-patch+json", patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		r.opts.Progress.Printf("could not record the probe verdict on namespace %s: %v", t.ns, err)
+	}
+}
