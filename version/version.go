@@ -14,7 +14,32 @@ var (
 )
 
 // LocalEngineImage is the engine image's local name for this build.
-const LocalEngineImage = "antifailure/proxy:" + EngineDigest
+const LocalEngineImage = EngineRepository + ":" + EngineDigest
+
+// EngineRepository is the engine image's local repository: the image that runs as the
+// sidecar, the gate and the probe (af's own binary, nothing else).
+const EngineRepository = "antifailure/af-engine"
+
+// Engine image variables: AF_ENGINE_IMAGE names another engine image; AF_PROXY_IMAGE, its
+// old name, is still read when the new one is not set.
+const (
+	EngineImageVar      = "AF_ENGINE_IMAGE"
+	EngineImageVarAlias = "AF_PROXY_IMAGE"
+)
+
+// EngineImageFrom returns the engine image af's environment names, and the variable that
+// named it; "" when neither is set.
+func EngineImageFrom(getenv func(string) string) (image, from string) {
+	if getenv == nil {
+		return "", ""
+	}
+	for _, k := range []string{EngineImageVar, EngineImageVarAlias} {
+		if v := getenv(k); v != "" {
+			return v, k
+		}
+	}
+	return "", ""
+}
 
 // Info is what `af version` prints.
 type Info struct {
@@ -24,15 +49,17 @@ type Info struct {
 	Platform  string `json:"platform"`
 	// EngineDigest is the digest of the sidecar's and the gate's source this build carries.
 	EngineDigest string `json:"engine_digest"`
-	// EngineImage is the engine image af deploys: AF_PROXY_IMAGE, else LocalEngineImage.
+	// EngineImage is the engine image af deploys: AF_ENGINE_IMAGE (or AF_PROXY_IMAGE), else
+	// LocalEngineImage.
 	EngineImage string `json:"engine_image"`
 }
 
-// Get returns this build's Info; getenv reads AF_PROXY_IMAGE (nil: not read).
+// Get returns this build's Info; getenv reads AF_ENGINE_IMAGE and AF_PROXY_IMAGE (nil: not
+// read).
 func Get(getenv func(string) string) Info {
 	img := LocalEngineImage
-	if getenv != nil && getenv("AF_PROXY_IMAGE") != "" {
-		img = getenv("AF_PROXY_IMAGE")
+	if v, _ := EngineImageFrom(getenv); v != "" {
+		img = v
 	}
 	return Info{
 		Version:      Version,

@@ -63,7 +63,7 @@ func TestEngineImage(t *testing.T) {
 	binInfo, _ := os.Stat(bin)
 	dir := t.TempDir()
 	w := writeImage(t, bin, dir)
-	if w.Image != "antifailure/proxy:"+version.EngineDigest {
+	if w.Image != "antifailure/af-engine:"+version.EngineDigest {
 		t.Fatalf("image %q", w.Image)
 	}
 	tag, _ := name.NewTag(w.Image)

@@ -144,7 +144,7 @@ func externalFixture(kubeconfig string) (*fixture, error) {
 func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 	o := Options{
 		Kubeconfig: fx.h.Kubeconfig,
-		ProxyImage: version.LocalEngineImage,
+		EngineImage: version.LocalEngineImage,
 		GateEnv:    fx.h.GateEnv(),
 		Progress:   func(format string, args ...any) { t.Logf("af: "+format, args...) },
 		// Preview hosts do not resolve here: they are reached where Traefik listens.

@@ -28,7 +28,7 @@ import (
 // publishes the engine image too when Options.PublishEngine names af's binary. It returns the
 // engine image to run.
 func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs map[string]string) (string, error) {
-	proxy := r.opts.ProxyImage
+	proxy := r.opts.EngineImage
 	if len(archives) == 0 && r.opts.PublishEngine == "" {
 		return proxy, nil
 	}

@@ -43,11 +43,11 @@ type Options struct {
 	Kubeconfig string
 	// Context is --context: used when the manifest names no runtime.kubeconfig_context.
 	Context string
-	// ProxyImage is the engine image run as the sidecar, the gate and the probe.
-	ProxyImage string
+	// EngineImage is the engine image run as the sidecar, the gate and the probe.
+	EngineImage string
 	// PublishEngine, when set, is a static Linux af binary (af's own executable) published as
 	// the engine image wherever the service images go (runtime.registry, or kind/k3d nodes);
-	// ProxyImage is then the published reference. With no such target ProxyImage is used.
+	// EngineImage is then the published reference. With no such target EngineImage is used.
 	PublishEngine string
 	// RegistryAuth, when set, are the credentials for runtime.registry (pushing, and the pods'
 	// pull secret) instead of the docker config and platform keychains.

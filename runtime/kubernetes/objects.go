@@ -113,7 +113,7 @@ type env struct {
 	Namespace   string
 	Manifest    *manifest.Manifest
 	Images      map[string]string
-	ProxyImage  string
+	EngineImage  string
 	SidecarIP   string // the sidecar Service's ClusterIP
 	GateEnv     map[string]string
 	Domain      string // cluster DNS domain, cluster.local
@@ -315,7 +315,7 @@ func (e *env) sidecarDeployment(configHash string) *appsv1.Deployment {
 		},
 		Containers: []corev1.Container{{
 			Name:            "sidecar",
-			Image:           e.ProxyImage,
+			Image:           e.EngineImage,
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			Args:            []string{"sidecar", "--config", sidecarConfigDir + "/" + sidecarConfigFile},
 			SecurityContext: &corev1.SecurityContext{
@@ -407,7 +407,7 @@ func (e *env) gate(res corev1.ResourceRequirements, args ...string) corev1.Conta
 	user := int64(engineUser)
 	c := corev1.Container{
 		Name:            GateContainer,
-		Image:           e.ProxyImage,
+		Image:           e.EngineImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            append([]string{"gate"}, args...),
 		Env:             e.gateEnv(),

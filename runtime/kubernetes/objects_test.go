@@ -33,8 +33,8 @@ func testEnv() *env {
 	}
 	return &env{
 		ID: "shop-pr-1", Namespace: "af-env-shop-pr-1", Manifest: m,
-		Images:     map[string]string{"web": "r/web@sha256:1", "worker": "r/worker@sha256:2", "cron": "r/cron@sha256:3"},
-		ProxyImage: "antifailure/proxy:x", SidecarIP: "10.96.5.5", Domain: "cluster.local",
+		Images:      map[string]string{"web": "r/web@sha256:1", "worker": "r/worker@sha256:2", "cron": "r/cron@sha256:3"},
+		EngineImage: "antifailure/af-engine:x", SidecarIP: "10.96.5.5", Domain: "cluster.local",
 		GateEnv:  map[string]string{"AF_GATE_PUBLIC_TCP": "198.51.100.10:80"},
 		Resolver: resolverRef{Addr: "10.96.0.10:53", Namespace: "kube-system", Selector: map[string]string{"k8s-app": "kube-dns"}},
 	}
@@ -167,7 +167,7 @@ func TestServicePods(t *testing.T) {
 			*spec.DNSConfig.Options[0].Value != "1" || spec.DNSConfig.Searches[0] != "af-env-shop-pr-1.svc.cluster.local" {
 			t.Errorf("%s pod: token/DNS %+v", name, spec.DNSConfig)
 		}
-		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.ProxyImage || spec.InitContainers[0].Args[0] != "gate" {
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.EngineImage || spec.InitContainers[0].Args[0] != "gate" {
 			t.Fatalf("%s: gate %+v", name, spec.InitContainers)
 		}
 		gate, app := spec.InitContainers[0], spec.Containers[0]
@@ -258,7 +258,7 @@ func TestProbeAndMigration(t *testing.T) {
 	e := testEnv()
 	p := e.probePod()
 	if p.Labels[LabelRole] != RoleService || p.Labels[LabelWorkload] != WorkloadProbe || len(p.Spec.InitContainers) != 0 ||
-		p.Spec.Containers[0].Image != e.ProxyImage || p.Spec.Containers[0].Args[0] != "probe" || p.Spec.RestartPolicy != corev1.RestartPolicyNever ||
+		p.Spec.Containers[0].Image != e.EngineImage || p.Spec.Containers[0].Args[0] != "probe" || p.Spec.RestartPolicy != corev1.RestartPolicyNever ||
 		*p.Spec.AutomountServiceAccountToken || p.Spec.DNSPolicy != corev1.DNSNone {
 		t.Errorf("probe pod: %+v", p)
 	}

@@ -38,7 +38,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				WithHint("Set it (in CI, from a secret) before running af up.")
 		}
 	}
-	if r.opts.ProxyImage == "" {
+	if r.opts.EngineImage == "" {
 		return nil, failure.Newf(failure.UsageInvalid, "no engine image for the sidecar, the gate and the probe")
 	}
 
@@ -68,7 +68,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				return false, err
 			}
 			r.pinImages(ctx, t, spec, images)
-			return len(spec.Archives) > 0 || proxyImage != r.opts.ProxyImage, nil
+			return len(spec.Archives) > 0 || proxyImage != r.opts.EngineImage, nil
 		}},
 		// The cluster's own ranges, before anything is created: a cidr rule they cannot be
 		// kept out of is refused with nothing made.
@@ -92,7 +92,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				return false, err
 			}
 			e = &env{
-				ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, ProxyImage: proxyImage,
+				ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, EngineImage: proxyImage,
 				GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
 				HasDatabase: dbURL != "", Cluster: ranges.Prefixes,
 			}

@@ -109,13 +109,14 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 	o := kubernetes.Options{
 		Kubeconfig: f.Getenv("KUBECONFIG"),
 		Context:    f.Options.Context,
-		ProxyImage: info.EngineImage,
+		EngineImage: info.EngineImage,
 		GateEnv:    gateEnv,
 		Progress:   Progress(f),
 	}
 	// af's own binary becomes the engine image wherever the service images go, unless
-	// AF_PROXY_IMAGE names one: the action's container is exactly that static binary.
-	if f.Getenv("AF_PROXY_IMAGE") == "" && goruntime.GOOS == "linux" {
+	// AF_ENGINE_IMAGE (or AF_PROXY_IMAGE) names one: the action's container is exactly that
+	// static binary.
+	if named, _ := version.EngineImageFrom(f.Getenv); named == "" && goruntime.GOOS == "linux" {
 		if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "af" {
 			o.PublishEngine = exe
 		}
@@ -157,10 +158,10 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 
 // EngineImage says which engine image af deploys and where that choice came from.
 func EngineImage(f *factory.Factory) string {
-	info := version.Get(f.Getenv)
-	if info.EngineImage != version.LocalEngineImage {
-		return info.EngineImage + ", from AF_PROXY_IMAGE"
+	if img, from := version.EngineImageFrom(f.Getenv); img != "" {
+		return img + ", from " + from
 	}
+	info := version.Get(f.Getenv)
 	return info.EngineImage + ", this build's own (the cluster must have it: make engine-image builds it)"
 }
 

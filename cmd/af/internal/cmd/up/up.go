@@ -42,7 +42,7 @@ docker archive; without either, af builds them with the container daemon (DOCKER
 most AF_BUILD_TIMEOUT each, default 15m). Built and archived images are published before the
 namespace is made: pushed to runtime.registry and deployed by digest, or imported into the
 nodes of a kind-* or k3d-* context.
-The engine image (sidecar, gate, probe) is this build's own, or AF_PROXY_IMAGE.`,
+The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE (old name: AF_PROXY_IMAGE).`,
 		Example: `  af up --env demo --image web=registry.local/web@sha256:...
   af up --pr 42 --repo acme/shop -o json`,
 		Args: cobra.NoArgs,
