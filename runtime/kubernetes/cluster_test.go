@@ -143,10 +143,10 @@ func externalFixture(kubeconfig string) (*fixture, error) {
 // runtime returns the runtime under test, its gates and probe pointed at the fake internet.
 func (fx *fixture) runtime(t *testing.T, mod ...func(*Options)) *Runtime {
 	o := Options{
-		Kubeconfig: fx.h.Kubeconfig,
+		Kubeconfig:  fx.h.Kubeconfig,
 		EngineImage: version.LocalEngineImage,
-		GateEnv:    fx.h.GateEnv(),
-		Progress:   func(format string, args ...any) { t.Logf("af: "+format, args...) },
+		GateEnv:     fx.h.GateEnv(),
+		Progress:    func(format string, args ...any) { t.Logf("af: "+format, args...) },
 		// Preview hosts do not resolve here: they are reached where Traefik listens.
 		IngressController: fx.ingress,
 		IngressAddress:    fx.h.IngressHTTP,

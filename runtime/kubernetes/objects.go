@@ -113,7 +113,7 @@ type env struct {
 	Namespace   string
 	Manifest    *manifest.Manifest
 	Images      map[string]string
-	EngineImage  string
+	EngineImage string
 	SidecarIP   string // the sidecar Service's ClusterIP
 	GateEnv     map[string]string
 	Domain      string // cluster DNS domain, cluster.local

@@ -107,11 +107,11 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 		}
 	}
 	o := kubernetes.Options{
-		Kubeconfig: f.Getenv("KUBECONFIG"),
-		Context:    f.Options.Context,
+		Kubeconfig:  f.Getenv("KUBECONFIG"),
+		Context:     f.Options.Context,
 		EngineImage: info.EngineImage,
-		GateEnv:    gateEnv,
-		Progress:   Progress(f),
+		GateEnv:     gateEnv,
+		Progress:    Progress(f),
 	}
 	// af's own binary becomes the engine image wherever the service images go, unless
 	// AF_ENGINE_IMAGE (or AF_PROXY_IMAGE) names one: the action's container is exactly that
