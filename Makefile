@@ -60,13 +60,13 @@ lint: check-generated ## gofmt, go vet, actionlint on the workflows, shellcheck 
 	shellcheck hack/*.sh .ci/run
 	./hack/test-k8s-conformance.sh
 
-generate: ## regenerate manifest/af.schema.json, docs/errors.md and version/engine_gen.go
+generate: ## regenerate manifest/af.schema.json, docs/errors.md, docs/settings.md and version/engine_gen.go
 	$(GO) run ./internal/gen .
 
 check-generated: ## fail when a generated file is stale
 	@tmp=$$(mktemp -d); mkdir -p $$tmp/manifest $$tmp/docs; \
 	  mkdir -p $$tmp/version; $(GO) run ./internal/gen $$tmp >/dev/null; \
-	  for f in manifest/af.schema.json docs/errors.md version/engine_gen.go; do \
+	  for f in manifest/af.schema.json docs/errors.md docs/settings.md version/engine_gen.go; do \
 	    cmp -s $$tmp/$$f $$f || { echo "$$f is stale: run 'make generate'"; rm -rf $$tmp; exit 1; }; \
 	  done; rm -rf $$tmp
 

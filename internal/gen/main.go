@@ -1,5 +1,5 @@
 // Command gen writes the files af generates from its Go sources: the manifest's JSON Schema
-// and the error catalogue's documentation. `make generate` runs it; tests fail when the
+// the error catalogue's and the settings' documentation, and the engine digest. `make generate` runs it; tests fail when the
 // committed files differ from what it would write.
 package main
 
@@ -11,6 +11,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/internal/sourcedigest"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/settings"
 )
 
 func main() {
@@ -26,6 +27,7 @@ func main() {
 	files := map[string][]byte{
 		"manifest/af.schema.json": manifest.Schema(),
 		"docs/errors.md":          failure.Markdown(),
+		"docs/settings.md":        settings.Markdown(),
 		"version/engine_gen.go":   sourcedigest.GoFile(digest),
 	}
 	for name, data := range files {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/antifailure/af/settings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
@@ -98,13 +100,9 @@ func build(ctx context.Context, f *factory.Factory, m *manifest.Manifest, imgs, 
 		return nil
 	}
 	p := envtarget.Progress(f)
-	d := &images.Docker{Host: f.Getenv("DOCKER_HOST"), Progress: p}
-	if v := f.Getenv("AF_BUILD_TIMEOUT"); v != "" {
-		t, err := time.ParseDuration(v)
-		if err != nil || t <= 0 {
-			return failure.Newf(failure.UsageInvalid, "AF_BUILD_TIMEOUT=%q is not a duration such as 15m", v)
-		}
-		d.Timeout = t
+	d, err := settings.Docker(f.Getenv, p)
+	if err != nil {
+		return err
 	}
 	if err := d.Available(ctx); err != nil {
 		return failure.As(err).WithHint("Services " + strings.Join(todo, ", ") + " are built from source: start a container daemon, or pass --image SERVICE=REF or --image-archive SERVICE=PATH for each.")

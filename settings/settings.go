@@ -1,0 +1,178 @@
+// Package settings is af's environment: one table of every variable af reads (its name, what it
+// means, its default), and the functions that turn them into runtime and build options. The
+// CLI, the GitHub Action and the App read their settings here and nowhere else; docs/settings.md
+// is generated from the table (make generate).
+package settings
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/images"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/kubernetes"
+	"github.com/antifailure/af/version"
+)
+
+// Var is one variable af reads.
+type Var struct {
+	Name    string
+	Meaning string
+	Default string
+	// Gate variables are passed on to every gate and probe of an environment.
+	Gate bool
+}
+
+// Vars is every variable, in the order the docs list them.
+var Vars = []Var{
+	{Name: "KUBECONFIG", Meaning: "the kubeconfig path list", Default: "~/.kube/config"},
+	{Name: version.EngineImageVar, Meaning: "the engine image run as the sidecar, the gate and the probe", Default: "this build's own, " + version.EngineRepository + ":<source digest>, published where the service images go"},
+	{Name: version.EngineImageVarAlias, Meaning: "the old name of " + version.EngineImageVar + ", read when it is not set", Default: ""},
+	{Name: "AF_REGISTRY_USERNAME", Meaning: "the user for runtime.registry (pushes and the pods' pull secret); with AF_REGISTRY_PASSWORD", Default: "the docker config and platform keychains"},
+	{Name: "AF_REGISTRY_PASSWORD", Meaning: "the password or token for runtime.registry; with AF_REGISTRY_USERNAME", Default: ""},
+	{Name: "DOCKER_HOST", Meaning: "the container daemon that builds build: services", Default: "the docker CLI's default"},
+	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
+	{Name: "AF_URL_SCHEME", Meaning: "the scheme of preview URLs: http or https", Default: "https"},
+	{Name: "AF_INGRESS_ADDRESS", Meaning: "host:port where the ingress controller is reached when preview hosts do not resolve from where af runs", Default: "the preview host's own address"},
+	{Name: "AF_INGRESS_CONTROLLER", Meaning: "NAMESPACE/LABEL=VALUE,... of the ingress controller's pods, let in to web services", Default: "none: no ingress policy"},
+	{Name: "AF_CLUSTER_RESOLVER", Meaning: "namespace/name of the cluster resolver's Service", Default: "kube-system/kube-dns"},
+	{Name: "AF_CLUSTER_CIDRS", Meaning: "comma-separated ranges of the cluster (pods, Services, nodes) added to those af discovers; the sidecar never reaches them", Default: "discovered"},
+	{Name: "GITHUB_REPOSITORY", Meaning: "OWNER/NAME, the repository environments are named and labelled for (with --pr)", Default: ""},
+	{Name: "AF_GATE_PUBLIC_TCP", Meaning: "the probe's and the gates' public TCP target", Default: "the production one (docs/gate.md)", Gate: true},
+	{Name: "AF_GATE_PUBLIC_DNS", Meaning: "the public resolver the probe and the gates query over UDP", Default: "the production one", Gate: true},
+	{Name: "AF_GATE_METADATA", Meaning: "the metadata endpoint the probe and the gates try", Default: "the production one", Gate: true},
+	{Name: "AF_GATE_APISERVER", Meaning: "the API server the probe and the gates try", Default: "the pod's KUBERNETES_SERVICE_HOST:PORT", Gate: true},
+	{Name: "AF_GATE_PUBLIC_TCP6", Meaning: "the IPv6 public TCP target", Default: "the production one", Gate: true},
+	{Name: "AF_GATE_PUBLIC_DNS6", Meaning: "the IPv6 public resolver", Default: "the production one", Gate: true},
+	{Name: "AF_GATE_METADATA6", Meaning: "the IPv6 metadata endpoint", Default: "the production one", Gate: true},
+	{Name: "AF_GATE_IPV6", Meaning: "auto, on or off: the public IPv6 routes (the link-local route is always tried)", Default: "auto", Gate: true},
+	{Name: "AF_GATE_LINK_LOCAL_PORTS", Meaning: "TCP ports tried on every IPv6 neighbour", Default: "53,3128,9901,10250,80,443,8080", Gate: true},
+	{Name: "AF_GATE_NODE_PORTS", Meaning: "PORT[/tcp|/udp],... the node route tries at the node's address: name one in the NodePort range a host-network listener answers", Default: "10250/tcp", Gate: true},
+	{Name: "AF_GATE_ROUNDS", Meaning: "consecutive all-denied rounds the probe and the gates need", Default: "3", Gate: true},
+	{Name: "AF_GATE_TIMEOUT", Meaning: "the time for each attempt", Default: "1s", Gate: true},
+	{Name: "AF_GATE_INTERVAL", Meaning: "the pause between rounds", Default: "200ms", Gate: true},
+	{Name: "AF_GATE_DEADLINE", Meaning: "the time for the whole check", Default: "60s", Gate: true},
+}
+
+// GateEnv returns the gate variables set in getenv's environment, to pass to every gate and
+// probe. (AF_GATE_NODE is never among them: the runtime gives each pod its own node.)
+func GateEnv(getenv func(string) string) map[string]string {
+	out := map[string]string{}
+	for _, v := range Vars {
+		if v.Gate {
+			if s := getenv(v.Name); s != "" {
+				out[v.Name] = s
+			}
+		}
+	}
+	return out
+}
+
+// Kubernetes returns the Kubernetes runtime's options from af's environment; context is
+// --context, progress where the runtime says what it does.
+func Kubernetes(getenv func(string) string, context string, progress afruntime.Progress) (kubernetes.Options, error) {
+	info := version.Get(getenv)
+	o := kubernetes.Options{
+		Kubeconfig:  getenv("KUBECONFIG"),
+		Context:     context,
+		EngineImage: info.EngineImage,
+		GateEnv:     GateEnv(getenv),
+		Progress:    progress,
+	}
+	// af's own binary becomes the engine image wherever the service images go, unless the
+	// environment names one: the action's container is exactly that static binary.
+	if named, _ := version.EngineImageFrom(getenv); named == "" && goruntime.GOOS == "linux" {
+		if exe, err := os.Executable(); err == nil && filepath.Base(exe) == "af" {
+			o.PublishEngine = exe
+		}
+	}
+	if u, pw := getenv("AF_REGISTRY_USERNAME"), getenv("AF_REGISTRY_PASSWORD"); u != "" || pw != "" {
+		if u == "" || pw == "" {
+			return o, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_USERNAME and AF_REGISTRY_PASSWORD go together: set both, or neither to use the docker config")
+		}
+		o.RegistryAuth = &authn.Basic{Username: u, Password: pw}
+	}
+	o.URLScheme = getenv("AF_URL_SCHEME")
+	if o.URLScheme != "" && o.URLScheme != "http" && o.URLScheme != "https" {
+		return o, failure.Newf(failure.UsageInvalid, "AF_URL_SCHEME=%q: http or https", o.URLScheme)
+	}
+	o.IngressAddress = getenv("AF_INGRESS_ADDRESS")
+	if v := getenv("AF_CLUSTER_CIDRS"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return o, failure.Newf(failure.UsageInvalid, "AF_CLUSTER_CIDRS=%q: %q is not an address range like 10.244.0.0/16", v, s)
+			}
+			o.ClusterCIDRs = append(o.ClusterCIDRs, p.Masked())
+		}
+	}
+	if v := getenv("AF_CLUSTER_RESOLVER"); v != "" {
+		o.Resolver = v
+	}
+	if v := getenv("AF_INGRESS_CONTROLLER"); v != "" {
+		ic, err := ParseIngressController(v)
+		if err != nil {
+			return o, err
+		}
+		o.IngressController = ic
+	}
+	return o, nil
+}
+
+// ParseIngressController reads NAMESPACE/LABEL=VALUE[,LABEL=VALUE...].
+func ParseIngressController(v string) (*kubernetes.IngressController, error) {
+	ns, sel, ok := strings.Cut(v, "/")
+	ic := &kubernetes.IngressController{Namespace: ns, Labels: map[string]string{}}
+	for _, kv := range strings.Split(sel, ",") {
+		k, val, okKV := strings.Cut(kv, "=")
+		if !okKV || k == "" {
+			ok = false
+			break
+		}
+		ic.Labels[k] = val
+	}
+	if !ok || ns == "" || len(ic.Labels) == 0 {
+		return nil, failure.Newf(failure.UsageInvalid, "AF_INGRESS_CONTROLLER=%q: write NAMESPACE/LABEL=VALUE[,LABEL=VALUE...], e.g. ingress-nginx/app.kubernetes.io/name=ingress-nginx", v)
+	}
+	return ic, nil
+}
+
+// Docker returns the container daemon that builds build: services.
+func Docker(getenv func(string) string, progress afruntime.Progress) (*images.Docker, error) {
+	d := &images.Docker{Host: getenv("DOCKER_HOST"), Progress: progress}
+	if v := getenv("AF_BUILD_TIMEOUT"); v != "" {
+		t, err := time.ParseDuration(v)
+		if err != nil || t <= 0 {
+			return nil, failure.Newf(failure.UsageInvalid, "AF_BUILD_TIMEOUT=%q is not a duration such as 15m", v)
+		}
+		d.Timeout = t
+	}
+	return d, nil
+}
+
+// Markdown is docs/settings.md: the table of every variable.
+func Markdown() []byte {
+	var b strings.Builder
+	b.WriteString("# Settings\n\n<!-- Generated by make generate (internal/gen) from settings.Vars; do not edit. -->\n\n")
+	b.WriteString("Every environment variable af reads. The gate variables (`AF_GATE_*`) set where `af up` runs are\npassed to every gate and to the probe of the environment; tests point every route at their own\nhosts with them.\n\n")
+	b.WriteString("| variable | what it means | default |\n|---|---|---|\n")
+	vars := append([]Var(nil), Vars...)
+	sort.SliceStable(vars, func(i, j int) bool { return !vars[i].Gate && vars[j].Gate })
+	for _, v := range vars {
+		def := v.Default
+		if def == "" {
+			def = "—"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, strings.ReplaceAll(v.Meaning, "|", "\\|"), strings.ReplaceAll(def, "|", "\\|"))
+	}
+	return []byte(b.String())
+}

@@ -1,0 +1,99 @@
+package settings
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestParseIngressController(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want string // "" for an error
+	}{
+		{"af-ingress/app.kubernetes.io/name=traefik", "af-ingress map[app.kubernetes.io/name:traefik]"},
+		{"ingress-nginx/app=nginx,component=controller", "ingress-nginx map[app:nginx component:controller]"},
+		{"ns/app=", "ns map[app:]"},
+		{"no-selector", ""},
+		{"/app=x", ""},
+		{"ns/", ""},
+		{"ns/app", ""},
+		{"ns/=x", ""},
+	} {
+		ic, err := ParseIngressController(c.in)
+		got := ""
+		if err == nil {
+			got = fmt.Sprintf("%s %v", ic.Namespace, ic.Labels)
+		}
+		if got != c.want {
+			t.Errorf("%q: got %q (%v), want %q", c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestKubernetesOptions(t *testing.T) {
+	env := map[string]string{
+		"KUBECONFIG": "/k", "AF_ENGINE_IMAGE": "r/engine:1", "AF_GATE_PUBLIC_TCP": "198.51.100.10:80",
+		"AF_GATE_NODE_PORTS": "10250/tcp,30999/udp", "AF_GATE_NODE": "10.0.0.9", "AF_CLUSTER_CIDRS": "10.244.0.0/16, 10.96.0.1/12",
+		"AF_URL_SCHEME": "http", "AF_CLUSTER_RESOLVER": "kube-system/coredns",
+	}
+	o, err := Kubernetes(func(k string) string { return env[k] }, "ctx", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s %s %s %v %v %s %s", o.Kubeconfig, o.Context, o.EngineImage, o.GateEnv, o.ClusterCIDRs, o.URLScheme, o.Resolver)
+	want := "/k ctx r/engine:1 map[AF_GATE_NODE_PORTS:10250/tcp,30999/udp AF_GATE_PUBLIC_TCP:198.51.100.10:80] [10.244.0.0/16 10.96.0.0/12] http kube-system/coredns"
+	if got != want {
+		t.Errorf("options:\n got %s\nwant %s", got, want)
+	}
+	if o.PublishEngine != "" {
+		t.Errorf("an engine image was named, yet af's own binary would be published: %s", o.PublishEngine)
+	}
+	for k, v := range map[string]string{"AF_CLUSTER_CIDRS": "10.0.0.0/33", "AF_URL_SCHEME": "ftp", "AF_REGISTRY_USERNAME": "u", "AF_INGRESS_CONTROLLER": "x"} {
+		bad := map[string]string{k: v}
+		if _, err := Kubernetes(func(k string) string { return bad[k] }, "", nil); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%q: want an error naming it, got %v", k, v, err)
+		}
+	}
+	if _, err := Docker(func(k string) string { return map[string]string{"AF_BUILD_TIMEOUT": "soon"}[k] }, nil); err == nil || !strings.Contains(err.Error(), "AF_BUILD_TIMEOUT") {
+		t.Errorf("a bad build timeout: %v", err)
+	}
+}
+
+// TestEveryVariableIsInTheTable: every AF_ variable the code reads is in Vars (and so in
+// docs/settings.md), found by reading the source.
+func TestEveryVariableIsInTheTable(t *testing.T) {
+	known := map[string]bool{}
+	for _, v := range Vars {
+		known[v.Name] = true
+	}
+	read := regexp.MustCompile(`[Gg]etenv\("(AF_[A-Z0-9_]+)"\)`)
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testcluster" || d.Name() == "examples" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir // the test cluster's own variables are not af's
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range read.FindAllSubmatch(src, -1) {
+			if name := string(m[1]); !known[name] && name != "AF_SIDECAR" {
+				t.Errorf("%s reads %s, which settings.Vars does not list", path, name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
