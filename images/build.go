@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
 )
 
 // Docker builds images with a container daemon through the docker CLI (the Docker API's own
@@ -155,4 +157,38 @@ func indent(s string) string {
 		return "    (no output)"
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
+
+// BuildServices builds, with the daemon d, every service of m that has build: and is in
+// neither given (images the caller has) nor archives, writes each as a docker archive and adds
+// it to archives, which are then published like any other. base is the directory build
+// contexts are relative to (the manifest's). The archives live in the system's temporary
+// directory until the process ends.
+func BuildServices(ctx context.Context, d *Docker, m *manifest.Manifest, base string, given, archives map[string]string) error {
+	var todo []string
+	for _, name := range manifest.StartOrder(m.Services) {
+		if s := m.Services[name]; s.Build != nil && given[name] == "" && archives[name] == "" {
+			todo = append(todo, name)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if err := d.Available(ctx); err != nil {
+		return failure.As(err).WithHint("Services " + strings.Join(todo, ", ") + " are built from source: start a container daemon, or pass --image SERVICE=REF or --image-archive SERVICE=PATH for each.")
+	}
+	dir, err := os.MkdirTemp("", "af-build")
+	if err != nil {
+		return failure.New(failure.Internal, "making a directory for the built images", err)
+	}
+	for _, name := range todo {
+		b := m.Services[name].Build
+		archive := filepath.Join(dir, name+".tar")
+		spec := BuildSpec{Service: name, Context: filepath.Join(base, b.Context), Dockerfile: b.Dockerfile, Target: b.Target, Args: b.Args}
+		if err := d.Build(ctx, spec, "af.local/"+m.Name+"/"+name+":build", archive); err != nil {
+			return err
+		}
+		archives[name] = archive
+	}
+	return nil
 }

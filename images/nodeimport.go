@@ -17,23 +17,31 @@ import (
 )
 
 // NodeImport loads images straight into the nodes of a kind or k3d cluster, with that tool's
-// own command (kind load image-archive, k3d image import). Pods run the imported name and
-// never pull it.
+// own command (kind load image-archive, k3d image import), or into the containerd of a node af
+// runs on (ctr images import into the kubelet's namespace k8s.io). Pods run the imported name
+// and never pull it.
 type NodeImport struct {
-	Tool     string // TargetKind or TargetK3d
+	Tool string // TargetKind, TargetK3d or TargetContainerd
+	// Cluster is the kind or k3d cluster's name, or containerd's socket.
 	Cluster  string
 	Progress func(format string, args ...any)
 }
 
 // Target names the cluster.
 func (n *NodeImport) Target() string {
+	if n.Tool == TargetContainerd {
+		return "containerd at " + n.Cluster + " (import into the node)"
+	}
 	return n.Tool + " cluster " + n.Cluster + " (import into its nodes)"
 }
 
 // Command returns the command that imports archive into the cluster's nodes.
 func (n *NodeImport) Command(archive string) []string {
-	if n.Tool == TargetKind {
+	switch n.Tool {
+	case TargetKind:
 		return []string{"kind", "load", "image-archive", archive, "--name", n.Cluster}
+	case TargetContainerd:
+		return []string{"ctr", "--address", n.Cluster, "-n", "k8s.io", "images", "import", archive}
 	}
 	return []string{"k3d", "image", "import", archive, "--cluster", n.Cluster}
 }
@@ -58,14 +66,22 @@ func (n *NodeImport) Publish(ctx context.Context, img v1.Image, repo string) (Pu
 	if err := tarball.WriteToFile(archive, tag, img); err != nil {
 		return Published{}, fmt.Errorf("writing %s: %w", tag, err)
 	}
+	if err := n.ImportArchive(ctx, archive, repo); err != nil {
+		return Published{}, err
+	}
+	return Published{Ref: tag.String()}, nil
+}
+
+// ImportArchive imports a docker archive that is already written; what names it in progress.
+func (n *NodeImport) ImportArchive(ctx context.Context, archive, what string) error {
 	argv := n.Command(archive)
-	progress(n.Progress, "  %s: %s", repo, strings.Join(argv, " "))
+	progress(n.Progress, "  %s: %s", what, strings.Join(argv, " "))
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return Published{}, failure.New(failure.ImagePublish, fmt.Sprintf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String())), err).
-			WithHint(fmt.Sprintf("af imports into %s clusters with the %s command: install it, or use a context whose nodes pull from runtime.registry.", n.Tool, n.Tool))
+		return failure.New(failure.ImagePublish, fmt.Sprintf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(out.String())), err).
+			WithHint(fmt.Sprintf("af imports with the %s command: install it, or use a context whose nodes pull from runtime.registry.", argv[0]))
 	}
-	return Published{Ref: tag.String()}, nil
+	return nil
 }

@@ -1,7 +1,10 @@
 // Package images makes service images pullable by the cluster before any pod asks for one.
 // One Publisher interface, one implementation per target: a registry the cluster pulls from
-// (deployed by digest), or an import into the nodes of a kind or k3d cluster. Which one is
-// chosen from the kubeconfig context's name and the manifest's runtime.registry only.
+// (deployed by digest), or an import into the nodes of a kind or k3d cluster, or into the
+// containerd of a node af runs on. Which one is chosen from AF_CONTAINERD_ADDRESS, the
+// kubeconfig context's name and the manifest's runtime.registry only. The package also builds
+// (build:, with a container daemon; Files, without one), pins references to digests and
+// makes pull secrets.
 package images
 
 import (
@@ -37,6 +40,8 @@ const (
 	TargetRegistry = "registry"
 	TargetKind     = "kind"
 	TargetK3d      = "k3d"
+	// TargetContainerd imports into the containerd af runs beside (Options.Containerd).
+	TargetContainerd = "containerd"
 )
 
 // Detect says which kind of target a kubeconfig context is: k3d-* contexts import into k3d's
@@ -56,6 +61,9 @@ func Detect(context string) (kind, cluster string) {
 type Options struct {
 	// Context is the kubeconfig context in use.
 	Context string
+	// Containerd, when set, is the socket of the node's containerd af runs beside (a
+	// single-node cluster): images are imported there, whatever the context.
+	Containerd string
 	// Registry is runtime.registry: the repository prefix for clusters that pull.
 	Registry string
 	// Insecure allows plain HTTP to the registry (a registry on loopback).
@@ -68,6 +76,9 @@ type Options struct {
 
 // For returns the publisher for the context.
 func For(o Options) (Publisher, error) {
+	if o.Containerd != "" {
+		return &NodeImport{Tool: TargetContainerd, Cluster: o.Containerd, Progress: o.Progress}, nil
+	}
 	kind, cluster := Detect(o.Context)
 	switch kind {
 	case TargetKind:

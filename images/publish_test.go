@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 )
 
 func TestDetect(t *testing.T) {
@@ -56,4 +59,13 @@ func TestFor(t *testing.T) {
 	if _, err := ni.Publish(context.Background(), img, "shop/web"); err == nil || !strings.Contains(err.Error(), "AF-RUN-046") || !strings.Contains(err.Error(), "k3d image import") {
 		t.Errorf("missing k3d: %v", err)
 	}
+}
+
+func mustRandom(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := random.Image(1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
 }

@@ -1,4 +1,4 @@
-package images
+package images_test
 
 import (
 	"context"
@@ -8,21 +8,12 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/testcluster"
 )
-
-func mustRandom(t *testing.T) v1.Image {
-	t.Helper()
-	img, err := random.Image(1<<20, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
 
 // TestPublishToTheLocalRegistry pushes to the test cluster's registry (Debian's
 // docker-registry on loopback): by digest, a second publish of the same image uploads no layer
@@ -31,11 +22,14 @@ func TestPublishToTheLocalRegistry(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	reg, err := NewRegistry(h.Registry+"/af-test", true, t.Logf)
+	reg, err := images.NewRegistry(h.Registry+"/af-test", true, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := mustRandom(t)
+	img, err := random.Image(1<<20, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	first, err := reg.Publish(ctx, img, "random")
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +87,53 @@ spec:
 	out, err := h.Kubectl(ctx, "", "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].imageID}")
 	if err != nil || !strings.HasSuffix(out, pub.Ref[strings.Index(pub.Ref, "@")+1:]) {
 		t.Errorf("the pod ran %q, want the published digest %s (%v)", out, pub.Ref, err)
+	}
+}
+
+// TestPublishByContainerdImport imports into the test cluster's own containerd (what
+// AF_CONTAINERD_ADDRESS selects on a single-node cluster): a pod that never pulls runs the
+// imported name.
+func TestPublishByContainerdImport(t *testing.T) {
+	h := testcluster.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pub, err := images.For(images.Options{Context: "af-testcluster", Containerd: h.Containerd, Progress: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(pub.Target(), "containerd at ") {
+		t.Fatalf("publisher %s, want the containerd import", pub.Target())
+	}
+	archive := filepath.Join(t.TempDir(), "test.tar")
+	if err := h.WriteTestImage(ctx, archive, "af.test/import-me:1", "AF_TEST_IMAGE=containerd-import"); err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(archive, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pub.Publish(ctx, img, "af-test/imported")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p.Ref, "af.local/af-test/imported:") {
+		t.Errorf("imported as %s", p.Ref)
+	}
+	name := fmt.Sprintf("af-import-%d", time.Now().UnixNano()%100000)
+	pod := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: default}
+spec:
+  restartPolicy: Never
+  automountServiceAccountToken: false
+  containers:
+  - {name: main, image: %q, imagePullPolicy: Never, command: [sh, -c, "echo imported"]}
+`, name, p.Ref)
+	if _, err := h.Kubectl(ctx, pod, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = h.Kubectl(context.Background(), "", "delete", "pod", name, "--wait=false") }()
+	if _, err := h.Kubectl(ctx, "", "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s"); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -39,6 +39,7 @@ var Vars = []Var{
 	{Name: version.EngineImageVarAlias, Meaning: "the old name of " + version.EngineImageVar + ", read when it is not set", Default: ""},
 	{Name: "AF_REGISTRY_USERNAME", Meaning: "the user for runtime.registry (pushes and the pods' pull secret); with AF_REGISTRY_PASSWORD", Default: "the docker config and platform keychains"},
 	{Name: "AF_REGISTRY_PASSWORD", Meaning: "the password or token for runtime.registry; with AF_REGISTRY_USERNAME", Default: ""},
+	{Name: "AF_CONTAINERD_ADDRESS", Meaning: "the socket of the containerd of the node af runs on: images are imported there (ctr images import), whatever the context", Default: "none: a registry, or kind/k3d import"},
 	{Name: "DOCKER_HOST", Meaning: "the container daemon that builds build: services", Default: "the docker CLI's default"},
 	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
 	{Name: "AF_URL_SCHEME", Meaning: "the scheme of preview URLs: http or https", Default: "https"},
@@ -106,6 +107,7 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 		return o, failure.Newf(failure.UsageInvalid, "AF_URL_SCHEME=%q: http or https", o.URLScheme)
 	}
 	o.IngressAddress = getenv("AF_INGRESS_ADDRESS")
+	o.Containerd = getenv("AF_CONTAINERD_ADDRESS")
 	if v := getenv("AF_CLUSTER_CIDRS"); v != "" {
 		for _, s := range strings.Split(v, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(s))

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
-	"github.com/antifailure/af/testcluster/internal/build"
 	"github.com/antifailure/af/testcluster/internal/layout"
 	"github.com/antifailure/af/testcluster/internal/node"
 	"github.com/antifailure/af/version"
@@ -48,6 +48,8 @@ type Handle struct {
 	APIServer   string // https://host:port of the real API server
 	APIServerIP string // the API server's address (also the node's IP), for NetworkPolicy ipBlocks
 	Registry    string // host:port of the local registry (loopback, plain HTTP)
+	// Containerd is the node's containerd socket (AF_CONTAINERD_ADDRESS imports there).
+	Containerd string
 	// IngressHTTP and IngressHTTPS are loopback addresses of the ingress
 	// controller (empty when the cluster runs without one).
 	IngressHTTP, IngressHTTPS string
@@ -72,6 +74,7 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 		APIServer:   "https://" + net.JoinHostPort(layout.NodeIP, strconv.Itoa(layout.APIServerPort)),
 		APIServerIP: layout.NodeIP,
 		Registry:    layout.RegistryAddr,
+		Containerd:  dirs.ContainerdSocket(),
 		Enforcer:    st.Enforcer,
 		Holes:       st.Holes,
 		NodeService: net.JoinHostPort(layout.NodeIP, layout.NodeServicePort),
@@ -143,12 +146,12 @@ func (h *Handle) GuardCounters(ctx context.Context) (map[string]uint64, error) {
 // test image (busybox and aftool) named ref, with env added to its environment:
 // a quick distinct image for import and registry tests.
 func (h *Handle) WriteTestImage(ctx context.Context, path, ref string, env ...string) error {
-	spec, err := node.TestImageSpec(ctx, ref, filepath.Join(h.dirs.Cache, "own", "aftool"))
+	spec, err := node.TestImageSpec(ctx, filepath.Join(h.dirs.Cache, "own", "aftool"))
 	if err != nil {
 		return err
 	}
 	spec.Env = env
-	return build.WriteArchive(spec, path)
+	return node.WriteImage(spec, ref, path)
 }
 
 // ImportBinaryImage builds an image holding one static binary at /<its file name>, which is
@@ -158,8 +161,8 @@ func (h *Handle) ImportBinaryImage(ctx context.Context, ref, binary string) erro
 	name := "/" + filepath.Base(binary)
 	archive := filepath.Join(os.TempDir(), fmt.Sprintf("af-image-%d.tar", os.Getpid()))
 	defer os.Remove(archive)
-	img := build.Image{Ref: ref, Entrypoint: []string{name}, Files: map[string]string{name: binary}, Dirs: []string{"/tmp"}}
-	if err := build.WriteArchive(img, archive); err != nil {
+	img := images.Files{Entrypoint: []string{name}, Paths: map[string]string{name: binary}, Dirs: []string{"/tmp"}}
+	if err := node.WriteImage(img, ref, archive); err != nil {
 		return err
 	}
 	return h.ImportImage(ctx, archive)
@@ -216,9 +219,9 @@ const TestImageRef = node.TestImage
 // given) as a docker archive named TestImageRef, for clusters other than this one (make
 // k8s-conformance imports it into k3d). It needs /bin/busybox from busybox-static.
 func WriteTestImageArchive(ctx context.Context, path, aftool string) error {
-	spec, err := node.TestImageSpec(ctx, node.TestImage, aftool)
+	spec, err := node.TestImageSpec(ctx, aftool)
 	if err != nil {
 		return err
 	}
-	return build.WriteArchive(spec, path)
+	return node.WriteImage(spec, node.TestImage, path)
 }

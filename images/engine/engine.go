@@ -9,23 +9,16 @@
 package engine
 
 import (
-	"archive/tar"
-	"bytes"
 	"fmt"
-	"io"
 	"os"
-	"runtime"
-	"time"
+
+	"github.com/antifailure/af/images"
 
 	"github.com/antifailure/af/version"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Repository is the engine image's local repository.
@@ -39,46 +32,20 @@ func Reference(digest string) string { return Repository + ":" + digest }
 
 // Image returns the engine image holding binary at /af.
 func Image(binary []byte, digest string) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	// A fixed time, so the same binary always makes the same layer and image digest.
-	epoch := time.Unix(0, 0).UTC()
-	if err := tw.WriteHeader(&tar.Header{Name: "af", Mode: 0o555, Size: int64(len(binary)), ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(binary); err != nil {
-		return nil, err
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		return nil, fmt.Errorf("engine image layer: %w", err)
-	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.OCIManifestSchema1), layer)
-	if err != nil {
-		return nil, err
-	}
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Created = v1.Time{Time: epoch}
-	cf.Config.Entrypoint = []string{"/af"}
-	cf.Config.Cmd = []string{"--help"}
-	cf.Config.User = User
-	cf.Config.WorkingDir = "/"
-	cf.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":  "af engine",
-		"org.opencontainers.image.source": "https://github.com/antifailure/af",
-		"dev.antifailure.source-digest":   digest,
-	}
-	return mutate.ConfigFile(img, cf)
+	return images.Files{
+		Contents:   map[string][]byte{"/af": binary},
+		Mode:       0o555,
+		Entrypoint: []string{"/af"},
+		Cmd:        []string{"--help"},
+		User:       User,
+		WorkingDir: "/",
+		Labels: map[string]string{
+			"org.opencontainers.image.title":  "af engine",
+			"org.opencontainers.image.source": "https://github.com/antifailure/af",
+			"dev.antifailure.source-digest":   digest,
+		},
+		OCI: true,
+	}.Image()
 }
 
 // ImageFromFile reads the binary at path and returns its engine image.
@@ -91,13 +58,7 @@ func ImageFromFile(path, digest string) (v1.Image, error) {
 }
 
 // WriteTarball writes img as a docker-loadable archive (docker load, ctr images import) tagged ref.
-func WriteTarball(path, ref string, img v1.Image) error {
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return err
-	}
-	return tarball.WriteToFile(path, tag, img)
-}
+func WriteTarball(path, ref string, img v1.Image) error { return images.WriteArchive(path, ref, img) }
 
 // WriteLayout writes img into an OCI image layout at dir, annotated with ref.
 func WriteLayout(dir, ref string, img v1.Image) error {

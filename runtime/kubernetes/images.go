@@ -5,10 +5,6 @@ package kubernetes
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"net"
 	"strings"
 
 	afruntime "github.com/antifailure/af/runtime"
@@ -18,9 +14,6 @@ import (
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/version"
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
@@ -34,7 +27,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 	}
 	registry := t.m.Runtime.Registry
 	pub, err := images.For(images.Options{
-		Context: t.c.context, Registry: registry, Insecure: loopbackRegistry(registry), Auth: r.opts.RegistryAuth, Progress: r.opts.Progress,
+		Context: t.c.context, Containerd: r.opts.Containerd, Registry: registry, Insecure: images.LoopbackRegistry(registry), Auth: r.opts.RegistryAuth, Progress: r.opts.Progress,
 	})
 	if err != nil {
 		if len(archives) > 0 {
@@ -74,92 +67,33 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 }
 
 // pinImages turns image: references under runtime.registry's host into digests, so a moving
-// tag cannot change what an environment runs. Only that registry is asked: it is the one af is
-// configured to talk to. A reference that cannot be resolved is used as written, and said.
+// tag cannot change what an environment runs. A reference that cannot be resolved is used as
+// written, and said.
 func (r *Runtime) pinImages(ctx context.Context, t *target, spec afruntime.Spec, refs map[string]string) {
-	prefix := t.m.Runtime.Registry
-	if prefix == "" {
-		return
-	}
-	host, _, _ := strings.Cut(prefix, "/")
-	var opts []name.Option
-	if loopbackRegistry(prefix) {
-		opts = append(opts, name.Insecure)
-	}
 	for _, svc := range sortedKeys(refs) {
 		if spec.Archives[svc] != "" || spec.Images[svc] != "" {
 			continue // published by af, or given on the command line as it should run
 		}
-		ref, err := name.ParseReference(refs[svc], opts...)
-		if err != nil || ref.Context().RegistryStr() != host {
-			continue
-		}
-		if _, ok := ref.(name.Digest); ok {
-			continue
-		}
-		ro := []remote.Option{remote.WithContext(ctx)}
-		if r.opts.RegistryAuth != nil {
-			ro = append(ro, remote.WithAuth(r.opts.RegistryAuth))
-		} else {
-			ro = append(ro, remote.WithAuthFromKeychain(authn.DefaultKeychain))
-		}
-		desc, err := remote.Head(ref, ro...)
-		if err != nil {
+		pinned, ok, err := images.Pin(ctx, t.m.Runtime.Registry, r.opts.RegistryAuth, refs[svc])
+		switch {
+		case err != nil:
 			r.opts.Progress.Printf("images: %s runs %s as written: its digest could not be read (%v)", svc, refs[svc], err)
-			continue
+		case ok:
+			refs[svc] = pinned
+			r.opts.Progress.Printf("images: %s pinned to %s", svc, pinned)
 		}
-		refs[svc] = ref.Context().Digest(desc.Digest.String()).String()
-		r.opts.Progress.Printf("images: %s pinned to %s", svc, refs[svc])
 	}
 }
 
 // pullSecret writes an image pull secret for runtime.registry when the credentials af pushes
-// with (docker config, platform keychains) are not anonymous, before any pod needs it, and
-// has every pod use it.
+// with are not anonymous, before any pod needs it, and has every pod use it.
 func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
-	prefix := t.m.Runtime.Registry
-	if prefix == "" {
+	if t.m.Runtime.Registry == "" {
 		return nil
 	}
-	host, _, _ := strings.Cut(prefix, "/")
-	var opts []name.Option
-	if loopbackRegistry(prefix) {
-		opts = append(opts, name.Insecure)
-	}
-	reg, err := name.NewRegistry(host, opts...)
-	if err != nil {
-		return failure.Newf(failure.ManifestInvalid, "runtime.registry %q: %v", prefix, err)
-	}
-	auth := r.opts.RegistryAuth
-	if auth == nil {
-		auth, err = authn.DefaultKeychain.Resolve(reg)
-	}
-	if err != nil {
-		return failure.New(failure.ImagePublish, fmt.Sprintf("reading the credentials for %s: %v", host, err), err)
-	}
-	cfg, err := auth.Authorization()
-	if err != nil {
-		return failure.New(failure.ImagePublish, fmt.Sprintf("reading the credentials for %s: %v", host, err), err)
-	}
-	if *cfg == (authn.AuthConfig{}) {
-		return nil // anonymous: the registry is public to the cluster, or needs no secret
-	}
-	entry := map[string]string{}
-	if cfg.Username != "" || cfg.Password != "" {
-		entry["username"], entry["password"] = cfg.Username, cfg.Password
-		entry["auth"] = base64.StdEncoding.EncodeToString([]byte(cfg.Username + ":" + cfg.Password))
-	} else if cfg.Auth != "" {
-		entry["auth"] = cfg.Auth
-	}
-	if cfg.IdentityToken != "" {
-		entry["identitytoken"] = cfg.IdentityToken
-	}
-	if cfg.RegistryToken != "" {
-		entry["registrytoken"] = cfg.RegistryToken
-	}
-	data, err := json.Marshal(map[string]any{"auths": map[string]any{host: entry}})
-	if err != nil {
-		return fmt.Errorf("encoding the pull secret: %w", err)
+	host, data, err := images.PullSecret(t.m.Runtime.Registry, r.opts.RegistryAuth)
+	if err != nil || data == nil {
+		return err
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: meta(RegistrySecret, t.ns, e.labels("registry", "")),
@@ -172,18 +106,6 @@ func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 	e.PullSecret = RegistrySecret
 	r.opts.Progress.Printf("image pull secret %s for %s (from the credentials af pushes with)", RegistrySecret, host)
 	return nil
-}
-
-// loopbackRegistry reports whether a registry prefix names this machine: such a registry is
-// spoken to over plain HTTP.
-func loopbackRegistry(prefix string) bool {
-	host, _, _ := strings.Cut(prefix, "/")
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	ip := net.ParseIP(h)
-	return h == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // imagesFor returns every service's image: the one given for it, else the manifest's image:.

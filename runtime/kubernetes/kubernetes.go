@@ -49,6 +49,9 @@ type Options struct {
 	// the engine image wherever the service images go (runtime.registry, or kind/k3d nodes);
 	// EngineImage is then the published reference. With no such target EngineImage is used.
 	PublishEngine string
+	// Containerd, when set, is the socket of the containerd of the node af runs on: images are
+	// imported there (a single-node cluster), whatever the context.
+	Containerd string
 	// RegistryAuth, when set, are the credentials for runtime.registry (pushing, and the pods'
 	// pull secret) instead of the docker config and platform keychains.
 	RegistryAuth authn.Authenticator

@@ -7,16 +7,16 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/antifailure/af/testcluster/internal/build"
+	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
 // TestImageSpec is the test image: Debian's static busybox with its applets,
 // and aftool. Exported so tests can build variants of it.
-func TestImageSpec(ctx context.Context, ref, aftool string) (build.Image, error) {
+func TestImageSpec(ctx context.Context, aftool string) (images.Files, error) {
 	out, err := run(ctx, "/bin/busybox", "--list")
 	if err != nil {
-		return build.Image{}, fmt.Errorf("test image: %w", err)
+		return images.Files{}, fmt.Errorf("test image: %w", err)
 	}
 	links := map[string]string{}
 	for _, applet := range strings.Fields(out) {
@@ -24,13 +24,21 @@ func TestImageSpec(ctx context.Context, ref, aftool string) (build.Image, error)
 			links["/bin/"+applet] = "busybox"
 		}
 	}
-	return build.Image{
-		Ref:      ref,
+	return images.Files{
 		Cmd:      []string{"/usr/local/bin/aftool", "serve"},
-		Files:    map[string]string{"/bin/busybox": "/bin/busybox", "/usr/local/bin/aftool": aftool},
+		Paths:    map[string]string{"/bin/busybox": "/bin/busybox", "/usr/local/bin/aftool": aftool},
 		Symlinks: links,
 		Dirs:     []string{"/tmp", "/etc", "/proc", "/sys", "/dev", "/root"},
 	}, nil
+}
+
+// WriteImage writes the image spec describes as a docker archive tagged ref at path.
+func WriteImage(spec images.Files, ref, path string) error {
+	img, err := spec.Image()
+	if err != nil {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	return images.WriteArchive(path, ref, img)
 }
 
 // buildImages writes the cluster's image archives and returns their paths.
@@ -39,23 +47,27 @@ func (c *Cluster) buildImages(ctx context.Context) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("images: %w", err)
 	}
-	test, err := TestImageSpec(ctx, TestImage, c.bins.aftool)
+	test, err := TestImageSpec(ctx, c.bins.aftool)
 	if err != nil {
 		return nil, err
 	}
-	imgs := []build.Image{
-		{Ref: PauseImage, Entrypoint: []string{"/pause"}, Files: map[string]string{"/pause": c.bins.afpause}},
-		test,
-		{Ref: CoreDNSImage, Entrypoint: []string{"/coredns"}, Files: map[string]string{"/coredns": c.bins.coreDNS}, Dirs: []string{"/tmp"}},
+	type named struct {
+		ref  string
+		spec images.Files
+	}
+	imgs := []named{
+		{PauseImage, images.Files{Entrypoint: []string{"/pause"}, Paths: map[string]string{"/pause": c.bins.afpause}}},
+		{TestImage, test},
+		{CoreDNSImage, images.Files{Entrypoint: []string{"/coredns"}, Paths: map[string]string{"/coredns": c.bins.coreDNS}, Dirs: []string{"/tmp"}}},
 	}
 	if c.bins.traefik != "" {
-		imgs = append(imgs, build.Image{Ref: TraefikImage, Entrypoint: []string{"/traefik"}, Files: map[string]string{"/traefik": c.bins.traefik}, Dirs: []string{"/tmp", "/etc"}})
+		imgs = append(imgs, named{TraefikImage, images.Files{Entrypoint: []string{"/traefik"}, Paths: map[string]string{"/traefik": c.bins.traefik}, Dirs: []string{"/tmp", "/etc"}}})
 	}
 	var paths []string
 	for _, img := range imgs {
-		name := strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref) + ".tar"
+		name := strings.NewReplacer("/", "_", ":", "_").Replace(img.ref) + ".tar"
 		p := filepath.Join(dir, name)
-		if err := build.WriteArchive(img, p); err != nil {
+		if err := WriteImage(img.spec, img.ref, p); err != nil {
 			return nil, err
 		}
 		paths = append(paths, p)
@@ -66,7 +78,8 @@ func (c *Cluster) buildImages(ctx context.Context) ([]string, error) {
 // ImportImage loads a docker-archive tarball into the cluster's containerd
 // (namespace k8s.io), where the kubelet finds it.
 func ImportImage(ctx context.Context, dirs layout.Dirs, archive string) error {
-	if _, err := run(ctx, "ctr", "--address", dirs.ContainerdSocket(), "-n", "k8s.io", "images", "import", archive); err != nil {
+	imp := images.NodeImport{Tool: images.TargetContainerd, Cluster: dirs.ContainerdSocket()}
+	if err := imp.ImportArchive(ctx, archive, filepath.Base(archive)); err != nil {
 		return fmt.Errorf("import %s: %w", archive, err)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -87,45 +86,18 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE 
 	return cmd
 }
 
-// build builds, with the container daemon, every service that has build: and was given
-// neither --image nor --image-archive, and adds its archive to tars: af up publishes it.
+// build builds every build: service given neither --image nor --image-archive (package
+// images) with the daemon af's environment names (package settings).
 func build(ctx context.Context, f *factory.Factory, m *manifest.Manifest, imgs, tars map[string]string) error {
-	var todo []string
-	for _, name := range manifest.StartOrder(m.Services) {
-		if s := m.Services[name]; s.Build != nil && imgs[name] == "" && tars[name] == "" {
-			todo = append(todo, name)
-		}
-	}
-	if len(todo) == 0 {
-		return nil
-	}
-	p := envtarget.Progress(f)
-	d, err := settings.Docker(f.Getenv, p)
+	d, err := settings.Docker(f.Getenv, envtarget.Progress(f))
 	if err != nil {
 		return err
-	}
-	if err := d.Available(ctx); err != nil {
-		return failure.As(err).WithHint("Services " + strings.Join(todo, ", ") + " are built from source: start a container daemon, or pass --image SERVICE=REF or --image-archive SERVICE=PATH for each.")
 	}
 	base := "."
 	if f.Options.File != "-" {
 		base = filepath.Dir(f.Options.File)
 	}
-	dir, err := os.MkdirTemp("", "af-build")
-	if err != nil {
-		return failure.New(failure.Internal, "making a directory for the built images", err)
-	}
-	// The archives live until af exits; the OS cleans its temporary directory after that.
-	for _, name := range todo {
-		b := m.Services[name].Build
-		archive := filepath.Join(dir, name+".tar")
-		spec := images.BuildSpec{Service: name, Context: filepath.Join(base, b.Context), Dockerfile: b.Dockerfile, Target: b.Target, Args: b.Args}
-		if err := d.Build(ctx, spec, "af.local/"+m.Name+"/"+name+":build", archive); err != nil {
-			return err
-		}
-		tars[name] = archive
-	}
-	return nil
+	return images.BuildServices(ctx, d, m, base, imgs, tars)
 }
 
 // pairs reads repeated KEY=VALUE flags.
