@@ -67,23 +67,7 @@ func TestPublishToTheLocalRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := fmt.Sprintf("af-publish-%d", time.Now().UnixNano()%100000)
-	pod := fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: %s, namespace: default}
-spec:
-  restartPolicy: Never
-  automountServiceAccountToken: false
-  containers:
-  - {name: main, image: %q, imagePullPolicy: Always, command: [sh, -c, "echo pulled by digest"]}
-`, name, pub.Ref)
-	if _, err := h.Kubectl(ctx, pod, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _, _ = h.Kubectl(context.Background(), "", "delete", "pod", name, "--wait=false") }()
-	if _, err := h.Kubectl(ctx, "", "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s"); err != nil {
-		t.Fatal(err)
-	}
+	name := runOnce(ctx, t, h, pub.Ref, "Always")
 	out, err := h.Kubectl(ctx, "", "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].imageID}")
 	if err != nil || !strings.HasSuffix(out, pub.Ref[strings.Index(pub.Ref, "@")+1:]) {
 		t.Errorf("the pod ran %q, want the published digest %s (%v)", out, pub.Ref, err)
@@ -119,7 +103,14 @@ func TestPublishByContainerdImport(t *testing.T) {
 	if !strings.HasPrefix(p.Ref, "af.local/af-test/imported:") {
 		t.Errorf("imported as %s", p.Ref)
 	}
-	name := fmt.Sprintf("af-import-%d", time.Now().UnixNano()%100000)
+	runOnce(ctx, t, h, p.Ref, "Never")
+}
+
+// runOnce runs image as a pod that echoes and exits, and waits for it to succeed; the pod
+// is deleted when the test ends. It returns the pod's name.
+func runOnce(ctx context.Context, t *testing.T, h *testcluster.Handle, image, pull string) string {
+	t.Helper()
+	name := fmt.Sprintf("af-image-%d", time.Now().UnixNano()%100000)
 	pod := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: %s, namespace: default}
@@ -127,13 +118,14 @@ spec:
   restartPolicy: Never
   automountServiceAccountToken: false
   containers:
-  - {name: main, image: %q, imagePullPolicy: Never, command: [sh, -c, "echo imported"]}
-`, name, p.Ref)
+  - {name: main, image: %q, imagePullPolicy: %s, command: [sh, -c, "echo ran"]}
+`, name, image, pull)
 	if _, err := h.Kubectl(ctx, pod, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _, _ = h.Kubectl(context.Background(), "", "delete", "pod", name, "--wait=false") }()
+	t.Cleanup(func() { _, _ = h.Kubectl(context.Background(), "", "delete", "pod", name, "--wait=false") })
 	if _, err := h.Kubectl(ctx, "", "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
+	return name
 }

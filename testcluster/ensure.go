@@ -34,10 +34,7 @@ func OptionsFromEnv() Options {
 // none runs. Several processes may call it at once: one starts the cluster,
 // the others wait for it.
 func Ensure(ctx context.Context) (*Handle, error) {
-	if err := node.CheckRoot(); err != nil {
-		return nil, err
-	}
-	unlock, err := lock(ctx)
+	unlock, err := rootLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -82,10 +79,7 @@ func open(ctx context.Context) (*Handle, error) {
 
 // Up starts a fresh cluster, removing whatever an earlier one left first.
 func Up(ctx context.Context, opts Options) (*Handle, error) {
-	if err := node.CheckRoot(); err != nil {
-		return nil, err
-	}
-	unlock, err := lock(ctx)
+	unlock, err := rootLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -106,10 +100,7 @@ func up(ctx context.Context, opts Options) error {
 
 // Down removes the cluster and everything it made; it is idempotent.
 func Down(ctx context.Context, log func(string, ...any)) error {
-	if err := node.CheckRoot(); err != nil {
-		return err
-	}
-	unlock, err := lock(ctx)
+	unlock, err := rootLocked(ctx)
 	if err != nil {
 		return err
 	}
@@ -159,10 +150,7 @@ func cluster(opts Options) (*node.Cluster, error) {
 // kube-router's NodePort exemption) in place: new pods, and the cluster's own pods, which are
 // recreated, get the new configuration.
 func SetHoles(ctx context.Context, holes bool, log func(string, ...any)) (*Handle, error) {
-	if err := node.CheckRoot(); err != nil {
-		return nil, err
-	}
-	unlock, err := lock(ctx)
+	unlock, err := rootLocked(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +163,15 @@ func SetHoles(ctx context.Context, holes bool, log func(string, ...any)) (*Handl
 		return nil, err
 	}
 	return open(ctx)
+}
+
+// rootLocked checks for root and takes the machine-wide lock: what every change of the
+// cluster starts with.
+func rootLocked(ctx context.Context) (func(), error) {
+	if err := node.CheckRoot(); err != nil {
+		return nil, err
+	}
+	return lock(ctx)
 }
 
 // lock takes the machine-wide lock that serialises starting and stopping.
