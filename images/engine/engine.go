@@ -12,13 +12,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/antifailure/af/images"
-
-	"github.com/antifailure/af/version"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/version"
 )
 
 // Repository is the engine image's local repository.

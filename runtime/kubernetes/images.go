@@ -7,14 +7,14 @@ import (
 	"context"
 	"strings"
 
-	afruntime "github.com/antifailure/af/runtime"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/version"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // publishImages makes every archive pullable by the cluster and records the reference, and

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	afruntime "github.com/antifailure/af/runtime"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/antifailure/af/failure"
+	afruntime "github.com/antifailure/af/runtime"
 )
 
 // ensureNamespace creates the namespace with its labels in one call, or reuses it when af made

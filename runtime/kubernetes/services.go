@@ -6,11 +6,11 @@ import (
 	"context"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/antifailure/af/manifest"
-	"golang.org/x/sync/errgroup"
 )
 
 // migrate runs a service's migration Job once and waits for it; a Job that already succeeded

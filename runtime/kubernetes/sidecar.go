@@ -6,11 +6,11 @@ import (
 	"context"
 	"fmt"
 
-	sidecarconfig "github.com/antifailure/af/sidecar/config"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/antifailure/af/failure"
-	"sigs.k8s.io/yaml"
+	sidecarconfig "github.com/antifailure/af/sidecar/config"
 )
 
 // startSidecar writes the sidecar's Service, configuration and Deployment and waits for it.

@@ -10,18 +10,18 @@ import (
 	"strings"
 	"time"
 
-	afruntime "github.com/antifailure/af/runtime"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/manifest"
-	"k8s.io/apimachinery/pkg/labels"
+	afruntime "github.com/antifailure/af/runtime"
 )
 
 // Status reports each service's ready and desired instances, the size read off the running

@@ -3,14 +3,11 @@
 package status
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
-	"github.com/antifailure/af/cmd/af/internal/cmd/up"
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
-	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/render"
 )
 
 // NewCmdStatus returns `af status`.
@@ -36,35 +33,10 @@ is reported as such, with exit 0.`,
 			if f.IO.JSON() {
 				return f.WriteJSON(st)
 			}
-			write(f, st)
+			render.Status(f.IO.Out, st)
 			return nil
 		},
 	}
 	fl.Add(cmd)
 	return cmd
-}
-
-func write(f *factory.Factory, st *afruntime.Status) {
-	w := f.IO.Out
-	if !st.Exists {
-		fmt.Fprintf(w, "environment %s: not running (no namespace %s)\n", st.Environment, st.Namespace)
-		return
-	}
-	fmt.Fprintf(w, "environment %s in namespace %s", st.Environment, st.Namespace)
-	if st.ExpiresAt != nil {
-		fmt.Fprintf(w, ", expires %s", st.ExpiresAt.Format("2006-01-02 15:04 MST"))
-	}
-	fmt.Fprintln(w)
-	urls := map[string]string{}
-	for _, s := range st.Services {
-		if s.URL != "" {
-			urls[s.Name] = s.URL
-		}
-	}
-	if st.Probe != nil {
-		up.Write(w, &afruntime.Result{Probe: st.Probe, Services: st.Services, URLs: urls})
-		return
-	}
-	fmt.Fprintln(w, "probe: no verdict recorded")
-	up.WriteServices(w, st.Services)
 }

@@ -4,24 +4,20 @@ package up
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/antifailure/af/settings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/render"
 	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/settings"
 )
 
 // NewCmdUp returns `af up`.
@@ -68,14 +64,14 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE 
 			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Archives: tars, Getenv: f.Getenv})
 			if err != nil {
 				if res != nil && res.Probe != nil && !f.IO.JSON() {
-					writeProbe(f.IO.Out, res.Probe)
+					render.Probe(f.IO.Out, res.Probe)
 				}
 				return err
 			}
 			if f.IO.JSON() {
 				return f.WriteJSON(res)
 			}
-			Write(f.IO.Out, res)
+			render.Result(f.IO.Out, res)
 			f.Infof("environment %s is up in namespace %s (%s)", res.Environment, res.Namespace, time.Since(start).Round(100*time.Millisecond))
 			return nil
 		},
@@ -114,56 +110,4 @@ func pairs(flag, form string, values []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-// Write prints an Up result: the probe's verdict, then each service.
-func Write(w io.Writer, res *afruntime.Result) {
-	writeProbe(w, res.Probe)
-	fmt.Fprintln(w)
-	WriteServices(w, res.Services)
-	fmt.Fprintln(w)
-	if len(res.URLs) == 0 {
-		fmt.Fprintln(w, "no preview URL: the manifest sets no runtime.domain")
-	}
-	names := make([]string, 0, len(res.URLs))
-	for svc := range res.URLs {
-		names = append(names, svc)
-	}
-	sort.Strings(names)
-	for _, svc := range names {
-		fmt.Fprintf(w, "preview URL of %s: %s\n", svc, res.URLs[svc])
-	}
-}
-
-func writeProbe(w io.Writer, p *gate.Result) {
-	if p == nil {
-		return
-	}
-	fmt.Fprintf(w, "probe: %s (%d rounds, %.0f ms)\n", p.Verdict, p.Rounds, p.MS)
-	fmt.Fprintf(w, "  %-10s %-24s %-8s %8s  %s\n", "ROUTE", "TARGET", "RESULT", "MS", "DETAIL")
-	for _, a := range p.Routes {
-		fmt.Fprintf(w, "  %-10s %-24s %-8s %8.1f  %s\n", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
-	}
-	for _, a := range p.Escaped {
-		fmt.Fprintf(w, "  ESCAPED: %s to %s (%s)\n", a.Route, a.Target, a.Detail)
-	}
-}
-
-// WriteServices prints one line per service.
-func WriteServices(w io.Writer, ss []afruntime.ServiceStatus) {
-	fmt.Fprintf(w, "%-16s %-9s %-7s %-6s %-7s %s\n", "SERVICE", "STATE", "READY", "CPU", "MEMORY", "NOTE")
-	for _, s := range ss {
-		note := s.Reason
-		if s.ExitCode != nil {
-			note = strings.TrimSpace(fmt.Sprintf("exit %d %s", *s.ExitCode, s.Reason))
-		}
-		fmt.Fprintf(w, "%-16s %-9s %-7s %-6s %-7s %s\n", s.Name, s.State, fmt.Sprintf("%d/%d", s.Ready, s.Desired), dash(s.CPU), dash(s.Memory), note)
-	}
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
