@@ -72,7 +72,11 @@ func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, 
 	if err != nil {
 		return nil, ref, err
 	}
-	rt, err := Runtime(f, m)
+	if f.Runtime == nil {
+		rt, err := Runtime(f, m)
+		return rt, ref, err
+	}
+	rt, err := f.Runtime(m)
 	return rt, ref, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
 )
 
 // Output formats.
@@ -32,6 +33,9 @@ type Factory struct {
 	IO      *iostreams.IOStreams
 	Options *Options
 	Getenv  func(string) string
+	// Runtime, when set, returns the runtime a manifest asks for instead of the real one
+	// (envtarget.Runtime): a command's tests set a fake (runtime/runtimetest).
+	Runtime func(*manifest.Manifest) (afruntime.Runtime, error)
 }
 
 // New returns a Factory over ios and an environment lookup.

@@ -1,0 +1,32 @@
+package status
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/antifailure/af/cmd/af/internal/cmdtest"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/runtimetest"
+)
+
+func TestStatus(t *testing.T) {
+	rt := &runtimetest.Fake{StatusResult: &afruntime.Status{Environment: "demo", Namespace: "af-env-demo", Exists: true,
+		Services: []afruntime.ServiceStatus{{Name: "web", Ready: 2, Desired: 2, State: afruntime.StateRunning, CPU: "100m", Memory: "64Mi"}}}}
+	r := cmdtest.Exec(t, cmdtest.Env{Runtime: rt}, NewCmdStatus, "--env", "demo")
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !strings.Contains(r.Out, "environment demo in namespace af-env-demo") || !strings.Contains(r.Out, "web      running  2/2    100m  64Mi") {
+		t.Errorf("status:\n%s", r.Out)
+	}
+	if c := rt.Calls(); len(c) != 1 || c[0].Method != "Status" || c[0].Ref.ID != "demo" {
+		t.Errorf("calls %+v", c)
+	}
+}
+
+func TestStatusOfNothing(t *testing.T) {
+	r := cmdtest.Exec(t, cmdtest.Env{Runtime: &runtimetest.Fake{}}, NewCmdStatus, "--env", "gone")
+	if r.Err != nil || !strings.Contains(r.Out, "environment gone: not running") {
+		t.Errorf("%v %q", r.Err, r.Out)
+	}
+}

@@ -1,0 +1,91 @@
+// Package runtimetest is a runtime.Runtime that places nothing: it records what it is asked
+// and answers what the test set. Command tests (af up, down, status; the action; the App) use
+// it to check what they ask of a runtime and what they make of its answers, without a
+// cluster. It is imported by tests only; the af binary never links it.
+package runtimetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// Call is one call the fake received.
+type Call struct {
+	Method string // Up, Down, Status, Inventory
+	Ref    afruntime.Ref
+	Spec   afruntime.Spec // for Up
+}
+
+// Fake answers with its fields; the zero value answers every call with success and empty
+// results.
+type Fake struct {
+	Caps afruntime.Capabilities
+
+	UpResult     *afruntime.Result
+	UpErr        error
+	DownErr      error
+	StatusResult *afruntime.Status
+	StatusErr    error
+	Resources    []afruntime.Resource
+
+	mu    sync.Mutex
+	calls []Call
+}
+
+var _ afruntime.Runtime = (*Fake)(nil)
+
+// Name is "fake".
+func (f *Fake) Name() string { return "fake" }
+
+// Capabilities returns Caps.
+func (f *Fake) Capabilities() afruntime.Capabilities { return f.Caps }
+
+func (f *Fake) record(c Call) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+}
+
+// Calls returns the calls so far, in order.
+func (f *Fake) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Call(nil), f.calls...)
+}
+
+// Up records spec and returns UpResult (or one naming the environment) and UpErr.
+func (f *Fake) Up(_ context.Context, spec afruntime.Spec) (*afruntime.Result, error) {
+	f.record(Call{Method: "Up", Ref: spec.Ref, Spec: spec})
+	res := f.UpResult
+	if res == nil && f.UpErr == nil {
+		res = &afruntime.Result{Environment: spec.ID, Namespace: "fake-" + spec.ID}
+	}
+	return res, f.UpErr
+}
+
+// Down records ref and returns DownErr.
+func (f *Fake) Down(_ context.Context, ref afruntime.Ref) error {
+	f.record(Call{Method: "Down", Ref: ref})
+	return f.DownErr
+}
+
+// Status records ref and returns StatusResult (or an absent environment) and StatusErr.
+func (f *Fake) Status(_ context.Context, ref afruntime.Ref) (*afruntime.Status, error) {
+	f.record(Call{Method: "Status", Ref: ref})
+	if f.StatusErr != nil {
+		return nil, f.StatusErr
+	}
+	if f.StatusResult != nil {
+		return f.StatusResult, nil
+	}
+	return &afruntime.Status{Environment: ref.ID, Namespace: fmt.Sprintf("fake-%s", ref.ID)}, nil
+}
+
+// Inventory returns Resources.
+func (f *Fake) Inventory(context.Context) ([]afruntime.Resource, error) {
+	f.record(Call{Method: "Inventory"})
+	return f.Resources, nil
+}
