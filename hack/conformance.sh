@@ -38,7 +38,7 @@ go build -o bin/af ./cmd/af
 echo "== conformance: the roster ($(bin/af conformance roster | wc -l) behaviours, $(bin/af conformance roster --containment | wc -l) of them containment) and the startup proof -> $report"
 start=$(date +%s)
 set +e
-go test -count=1 -json -timeout "$timeout" -run '^(TestConformance|TestImmediateStartupCannotBypassContainment)$' ./runtime/kubernetes/ >"$report"
+CGO_ENABLED=1 go test -race -count=1 -json -timeout "$timeout" -run '^(TestConformance|TestImmediateStartupCannotBypassContainment)$' ./runtime/kubernetes/ >"$report"
 rc=$?
 set -e
 wall=$(($(date +%s) - start))

@@ -15,7 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
-gotest() { go test -count=1 -v -timeout 40m "$@"; }
+# The cluster tests run under the race detector too: the runtime waits, tears down and probes
+# with goroutines of its own.
+gotest() { CGO_ENABLED=1 go test -race -count=1 -v -timeout 40m "$@"; }
 
 trap 'echo "== taking the test cluster down"; afcluster down || true; ./hack/dockerd.sh stop || true' EXIT
 
