@@ -143,6 +143,23 @@ type Resource struct {
 // is never parsed; machine-readable results are the return values.
 type Progress func(format string, args ...any)
 
+type progressKey struct{}
+
+// WithProgress returns ctx carrying p: a runtime reports what it does during a call there,
+// rather than where it was made to report, so a caller running several calls at once (the
+// App's teardowns) can tell whose line is whose.
+func WithProgress(ctx context.Context, p Progress) context.Context {
+	return context.WithValue(ctx, progressKey{}, p)
+}
+
+// ProgressFrom returns the Progress ctx carries, else fallback.
+func ProgressFrom(ctx context.Context, fallback Progress) Progress {
+	if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
+		return p
+	}
+	return fallback
+}
+
 // Printf reports through p, which may be nil.
 func (p Progress) Printf(format string, args ...any) {
 	if p != nil {

@@ -24,7 +24,7 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 	nss := t.c.cs.CoreV1().Namespaces()
 	ns, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		r.opts.Progress.Printf("namespace %s does not exist: nothing to remove", t.ns)
+		r.progress(ctx).Printf("namespace %s does not exist: nothing to remove", t.ns)
 		return nil
 	}
 	if err != nil {
@@ -40,13 +40,13 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 		if err != nil && !apierrors.IsNotFound(err) {
 			return apiError(t.c, "deleting namespace "+t.ns, err)
 		}
-		r.opts.Progress.Printf("namespace %s: deleting", t.ns)
+		r.progress(ctx).Printf("namespace %s: deleting", t.ns)
 	} else {
-		r.opts.Progress.Printf("namespace %s: already being deleted, waiting", t.ns)
+		r.progress(ctx).Printf("namespace %s: already being deleted, waiting", t.ns)
 	}
 	var last *corev1.Namespace
 	err = poll(ctx, r.opts.DownTimeout, func(el time.Duration) {
-		r.opts.Progress.Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
+		r.progress(ctx).Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
 	}, func() (bool, error) {
 		n, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -71,7 +71,7 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 	if err != nil {
 		return err
 	}
-	r.opts.Progress.Printf("namespace %s: gone", t.ns)
+	r.progress(ctx).Printf("namespace %s: gone", t.ns)
 	return nil
 }
 

@@ -27,17 +27,17 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 	}
 	registry := t.m.Runtime.Registry
 	pub, err := images.For(images.Options{
-		Context: t.c.context, Containerd: r.opts.Containerd, Registry: registry, Insecure: images.LoopbackRegistry(registry), Auth: r.opts.RegistryAuth, Progress: r.opts.Progress,
+		Context: t.c.context, Containerd: r.opts.Containerd, Registry: registry, Insecure: images.LoopbackRegistry(registry), Auth: r.opts.RegistryAuth, Progress: r.progress(ctx),
 	})
 	if err != nil {
 		if len(archives) > 0 {
 			return proxy, err
 		}
-		r.opts.Progress.Printf("engine image: %s as it is (no registry or node import to publish af's own to)", proxy)
+		r.progress(ctx).Printf("engine image: %s as it is (no registry or node import to publish af's own to)", proxy)
 		return proxy, nil
 	}
 	if len(archives) > 0 {
-		r.opts.Progress.Printf("images: publishing %d to %s", len(archives), pub.Target())
+		r.progress(ctx).Printf("images: publishing %d to %s", len(archives), pub.Target())
 	}
 	for _, name := range sortedKeys(archives) {
 		img, err := tarball.ImageFromPath(archives[name], nil)
@@ -49,7 +49,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 			return proxy, err
 		}
 		refs[name] = p.Ref
-		r.opts.Progress.Printf("images: %s is %s (%d bytes uploaded, %d of them layers)", name, p.Ref, p.Uploaded, p.LayerBytes)
+		r.progress(ctx).Printf("images: %s is %s (%d bytes uploaded, %d of them layers)", name, p.Ref, p.Uploaded, p.LayerBytes)
 	}
 	if r.opts.PublishEngine != "" {
 		img, err := engine.ImageFromFile(r.opts.PublishEngine, version.EngineDigest)
@@ -61,7 +61,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 			return proxy, err
 		}
 		proxy = p.Ref
-		r.opts.Progress.Printf("engine image: af's own binary published to %s as %s (%d bytes uploaded)", pub.Target(), p.Ref, p.Uploaded)
+		r.progress(ctx).Printf("engine image: af's own binary published to %s as %s (%d bytes uploaded)", pub.Target(), p.Ref, p.Uploaded)
 	}
 	return proxy, nil
 }
@@ -77,10 +77,10 @@ func (r *Runtime) pinImages(ctx context.Context, t *target, spec afruntime.Spec,
 		pinned, ok, err := images.Pin(ctx, t.m.Runtime.Registry, r.opts.RegistryAuth, refs[svc])
 		switch {
 		case err != nil:
-			r.opts.Progress.Printf("images: %s runs %s as written: its digest could not be read (%v)", svc, refs[svc], err)
+			r.progress(ctx).Printf("images: %s runs %s as written: its digest could not be read (%v)", svc, refs[svc], err)
 		case ok:
 			refs[svc] = pinned
-			r.opts.Progress.Printf("images: %s pinned to %s", svc, pinned)
+			r.progress(ctx).Printf("images: %s pinned to %s", svc, pinned)
 		}
 	}
 }
@@ -104,7 +104,7 @@ func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 		return err
 	}
 	e.PullSecret = RegistrySecret
-	r.opts.Progress.Printf("image pull secret %s for %s (from the credentials af pushes with)", RegistrySecret, host)
+	r.progress(ctx).Printf("image pull secret %s for %s (from the credentials af pushes with)", RegistrySecret, host)
 	return nil
 }
 

@@ -22,7 +22,7 @@ import (
 func (r *Runtime) previewURLs(ctx context.Context, t *target, e *env) (map[string]string, error) {
 	domain := t.m.Runtime.Domain
 	if domain == "" {
-		r.opts.Progress.Printf("no runtime.domain: no Ingress and no preview URL")
+		r.progress(ctx).Printf("no runtime.domain: no Ingress and no preview URL")
 		return nil, nil
 	}
 	urls := map[string]string{}
@@ -45,7 +45,7 @@ func (r *Runtime) previewURLs(ctx context.Context, t *target, e *env) (map[strin
 		if s.HealthPath == "" {
 			check = u
 		}
-		r.opts.Progress.Printf("service %s: published at %s; waiting until %s answers", name, u, check)
+		r.progress(ctx).Printf("service %s: published at %s; waiting until %s answers", name, u, check)
 		if err := r.waitURL(ctx, name, check); err != nil {
 			return urls, err
 		}
@@ -72,7 +72,7 @@ func (r *Runtime) waitURL(ctx context.Context, service, url string) error {
 	}
 	last := "no answer yet"
 	err := poll(ctx, r.opts.ReadyTimeout, func(el time.Duration) {
-		r.opts.Progress.Printf("  %s: %s (%s)", service, last, el)
+		r.progress(ctx).Printf("  %s: %s (%s)", service, last, el)
 	}, func() (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -90,7 +90,7 @@ func (r *Runtime) waitURL(ctx context.Context, service, url string) error {
 		case http.StatusNotFound, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			return false, nil
 		}
-		r.opts.Progress.Printf("  %s: %s answered %s", service, url, resp.Status)
+		r.progress(ctx).Printf("  %s: %s answered %s", service, url, resp.Status)
 		return true, nil
 	})
 	if errors.Is(err, errTimeout) {

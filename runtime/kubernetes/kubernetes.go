@@ -192,7 +192,7 @@ func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, e
 	if err != nil {
 		return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
 	}
-	r.opts.Progress.Printf("using kubeconfig context %q (from %s), API server %s", name, from, cfg.Host)
+	r.progress(ctx).Printf("using kubeconfig context %q (from %s), API server %s", name, from, cfg.Host)
 	c := &client{cs: cs, context: name, server: cfg.Host}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		// A refusal here is of the credentials themselves, not of one permission.
@@ -303,6 +303,12 @@ func repoLabel(repo string) string {
 		v = v[:63]
 	}
 	return strings.Trim(v, "-._")
+}
+
+// progress is where this call reports: the Progress its context carries
+// (afruntime.WithProgress), else Options.Progress.
+func (r *Runtime) progress(ctx context.Context) afruntime.Progress {
+	return afruntime.ProgressFrom(ctx, r.opts.Progress)
 }
 
 func joinSorted(s []string) string {

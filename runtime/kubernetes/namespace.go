@@ -31,7 +31,7 @@ func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime
 			if ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
 				return failure.Newf(failure.StillTerminating, "namespace %s is being deleted (since %s)", t.ns, ns.DeletionTimestamp.Format(time.RFC3339))
 			}
-			r.opts.Progress.Printf("namespace %s exists and is af's: reusing it", t.ns)
+			r.progress(ctx).Printf("namespace %s exists and is af's: reusing it", t.ns)
 			return nil
 		}
 		if !apierrors.IsNotFound(err) {
@@ -60,7 +60,7 @@ func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime
 		if err != nil {
 			return apiError(t.c, "creating namespace "+t.ns, err)
 		}
-		r.opts.Progress.Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
+		r.progress(ctx).Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
 		return nil
 	}
 }

@@ -37,7 +37,7 @@ func (r *Runtime) preflight(ctx context.Context, t *target) error {
 	tally := capacity.NewTally()
 	skip := func(what string, err error) error {
 		if apierrors.IsForbidden(err) {
-			r.opts.Progress.Printf("capacity preflight skipped: context %q may not list %s (%v); the scheduler decides", t.c.context, what, apierrors.ReasonForError(err))
+			r.progress(ctx).Printf("capacity preflight skipped: context %q may not list %s (%v); the scheduler decides", t.c.context, what, apierrors.ReasonForError(err))
 			return nil
 		}
 		return apiError(t.c, "listing "+what+" for the capacity preflight", err)
@@ -77,7 +77,7 @@ func (r *Runtime) preflight(ctx context.Context, t *target) error {
 		return failure.New(failure.CapacityShort, short.Error()+excluded, short)
 	}
 	if asks {
-		r.opts.Progress.Printf("capacity preflight: the environment can fit (%s%s); the scheduler decides", capacity.Describe(free), excluded)
+		r.progress(ctx).Printf("capacity preflight: the environment can fit (%s%s); the scheduler decides", capacity.Describe(free), excluded)
 	}
 	return nil
 }

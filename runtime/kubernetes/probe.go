@@ -29,10 +29,10 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if err := r.deletePod(c, t, ProbeName); err != nil {
-			r.opts.Progress.Printf("could not delete the probe pod: %v", err)
+			r.progress(ctx).Printf("could not delete the probe pod: %v", err)
 		}
 	}()
-	r.opts.Progress.Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server, the IPv6 segment, the node)")
+	r.progress(ctx).Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server, the IPv6 segment, the node)")
 	pod, err := r.waitPodDone(ctx, t, ProbeName, r.opts.ProbeTimeout)
 	if err != nil {
 		return nil, err
@@ -49,11 +49,11 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 	}
 	r.recordProbe(ctx, t, &res)
 	for _, a := range res.Routes {
-		r.opts.Progress.Printf("probe: %-15s %-24s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
+		r.progress(ctx).Printf("probe: %-15s %-24s %-8s %6.0f ms  %s", a.Route, a.Target, a.Outcome, a.MS, a.Detail)
 	}
 	switch res.Verdict {
 	case gate.Contained:
-		r.opts.Progress.Printf("probe: contained (every route denied in %d rounds, %.0f ms)", res.Rounds, res.MS)
+		r.progress(ctx).Printf("probe: contained (every route denied in %d rounds, %.0f ms)", res.Rounds, res.MS)
 		return &res, nil
 	case gate.Escape:
 		var routes []string
@@ -75,6 +75,6 @@ func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) 
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationProbe: string(data)}}})
 	if _, err := t.c.cs.CoreV1().Namespaces().Patch(ctx, t.ns, "application/merge-patch+json", patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		r.opts.Progress.Printf("could not record the probe verdict on namespace %s: %v", t.ns, err)
+		r.progress(ctx).Printf("could not record the probe verdict on namespace %s: %v", t.ns, err)
 	}
 }

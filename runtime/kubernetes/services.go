@@ -21,10 +21,10 @@ func (r *Runtime) migrate(ctx context.Context, t *target, e *env, name string, s
 	if old, err := jobs.Get(ctx, job.Name, metav1.GetOptions{}); err == nil {
 		switch {
 		case jobDone(old, "Complete"):
-			r.opts.Progress.Printf("migration of %s: already succeeded (job %s), not run again", name, job.Name)
+			r.progress(ctx).Printf("migration of %s: already succeeded (job %s), not run again", name, job.Name)
 			return nil
 		case jobDone(old, "Failed"):
-			r.opts.Progress.Printf("migration of %s: job %s failed before; running it again", name, job.Name)
+			r.progress(ctx).Printf("migration of %s: job %s failed before; running it again", name, job.Name)
 			if err := r.deleteJob(ctx, t, job.Name); err != nil {
 				return err
 			}
@@ -35,7 +35,7 @@ func (r *Runtime) migrate(ctx context.Context, t *target, e *env, name string, s
 	if _, err := jobs.Create(ctx, job, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return apiError(t.c, "creating job "+job.Name, err)
 	}
-	r.opts.Progress.Printf("migration of %s: job %s running %s", name, job.Name, strings.Join(s.Migrate.Argv(), " "))
+	r.progress(ctx).Printf("migration of %s: job %s running %s", name, job.Name, strings.Join(s.Migrate.Argv(), " "))
 	return r.waitJob(ctx, t, name, job.Name, r.opts.MigrationTimeout)
 }
 
@@ -84,6 +84,6 @@ func (r *Runtime) startService(ctx context.Context, t *target, e *env, name stri
 			return err
 		}
 	}
-	r.opts.Progress.Printf("service %s: %d instance(s) of %s, waiting until all are ready", name, *d.Spec.Replicas, e.Images[name])
+	r.progress(ctx).Printf("service %s: %d instance(s) of %s, waiting until all are ready", name, *d.Spec.Replicas, e.Images[name])
 	return r.waitDeployment(ctx, t, name, int(*d.Spec.Replicas), r.opts.ReadyTimeout)
 }

@@ -59,6 +59,6 @@ func (r *Runtime) startSidecar(ctx context.Context, t *target, e *env, dbURL str
 	if _, err := apply(ctx, t.c, t.c.cs.AppsV1().Deployments(t.ns), "apps/v1", "Deployment", d.Name, d); err != nil {
 		return err
 	}
-	r.opts.Progress.Printf("sidecar %s at %s (image %s): waiting until it is ready", SidecarName, e.SidecarIP, e.EngineImage)
+	r.progress(ctx).Printf("sidecar %s at %s (image %s): waiting until it is ready", SidecarName, e.SidecarIP, e.EngineImage)
 	return r.waitDeployment(ctx, t, SidecarName, 1, r.opts.SidecarTimeout)
 }

@@ -47,7 +47,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return nil, err
 	}
 	res = &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
-	p := r.opts.Progress
+	p := r.progress(ctx)
 	var (
 		proxyImage string
 		ranges     clusterRanges

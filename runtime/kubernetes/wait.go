@@ -64,7 +64,7 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 	var fail error
 	var sel map[string]string
 	err := poll(ctx, timeout, func(el time.Duration) {
-		r.opts.Progress.Printf("  %s: %d/%d ready (%s)", name, ready, want, el)
+		r.progress(ctx).Printf("  %s: %d/%d ready (%s)", name, ready, want, el)
 	}, func() (bool, error) {
 		d, err := deps.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -98,7 +98,7 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 		return failure.Newf(failure.NotReady, "%s: %d of %d instances ready after %s: %s", name, ready, want, timeout, why)
 	}
 	if err == nil {
-		r.opts.Progress.Printf("  %s: %d/%d ready", name, want, want)
+		r.progress(ctx).Printf("  %s: %d/%d ready", name, want, want)
 	}
 	return err
 }
@@ -198,7 +198,7 @@ func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeo
 		if pod != nil {
 			phase = pod.Status.Phase
 		}
-		r.opts.Progress.Printf("  %s: %s (%s)", name, phase, el)
+		r.progress(ctx).Printf("  %s: %s (%s)", name, phase, el)
 	}, func() (bool, error) {
 		p, err := t.c.cs.CoreV1().Pods(t.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -228,7 +228,7 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
 	var job *batchv1.Job
 	err := poll(ctx, timeout, func(el time.Duration) {
-		r.opts.Progress.Printf("  migration of %s: running (%s)", service, el)
+		r.progress(ctx).Printf("  migration of %s: running (%s)", service, el)
 	}, func() (bool, error) {
 		j, err := jobs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -245,7 +245,7 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		return err
 	}
 	if jobDone(job, "Complete") {
-		r.opts.Progress.Printf("  migration of %s: succeeded", service)
+		r.progress(ctx).Printf("  migration of %s: succeeded", service)
 		return nil
 	}
 	// Failed: the exit code and the last lines of the one pod it ran.
