@@ -841,7 +841,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []string{f.h.PodCIDR, "10.96.0.0/12", f.h.APIServerIP + "/32"} {
+	for _, r := range []string{f.h.PodCIDR, f.h.ServiceCIDR, f.h.APIServerIP + "/32"} {
 		if !strings.Contains(string(secret.Data[sidecarConfigFile]), "- "+r+"\n") {
 			t.Errorf("the sidecar's cluster_cidrs lack %s:\n%s", r, secret.Data[sidecarConfigFile])
 		}
