@@ -172,13 +172,16 @@ func TestPreflightOnTheCluster(t *testing.T) {
 	if err := lrt.Down(ctx, ref); err != nil {
 		t.Errorf("af down with the same identity: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if got := strings.Join(said, "\n"); !strings.Contains(got, "capacity preflight skipped: context") || !strings.Contains(got, "may not list nodes") {
-		t.Errorf("no progress message about the skipped preflight: %q", said)
+	saidSoFar := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(said, "\n")
 	}
-	if got := strings.Join(said, "\n"); !strings.Contains(got, "cluster ranges: the nodes could not be listed (forbidden)") {
-		t.Errorf("no progress message about the unknown pod ranges: %q", said)
+	if got := saidSoFar(); !strings.Contains(got, "capacity preflight skipped: context") || !strings.Contains(got, "may not list nodes") {
+		t.Errorf("no progress message about the skipped preflight: %q", got)
+	}
+	if got := saidSoFar(); !strings.Contains(got, "cluster ranges: the nodes could not be listed (forbidden)") {
+		t.Errorf("no progress message about the unknown pod ranges: %q", got)
 	}
 	// The same identity, with a cidr rule: the pod ranges unknown, af cannot keep the rule out
 	// of the cluster, so it refuses before creating anything.
