@@ -30,6 +30,7 @@ services:
     depends_on: [api]
   api:
     image: shop/api:1.0
+    replicas: 2
 `
 
 // Run is one run of a command.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
 	"github.com/antifailure/af/conformance/verdict"
@@ -31,18 +32,8 @@ func run(t *testing.T, env map[string]string, stdin string, args ...string) resu
 	return result{code, out.String(), errOut.String()}
 }
 
-const valid = `name: shop
-runtime:
-  provider: kubernetes
-services:
-  web:
-    image: shop/web:1.0
-    port: 8080
-    depends_on: [api]
-  api:
-    image: shop/api:1.0
-    replicas: 2
-`
+// valid is the manifest every command test starts from.
+const valid = cmdtest.Manifest
 
 func writeManifest(t *testing.T, content string) string {
 	t.Helper()

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
@@ -12,7 +13,7 @@ func TestValidate(t *testing.T) {
 	if r := cmdtest.Exec(t, cmdtest.Env{}, NewCmdValidate); r.Err != nil {
 		t.Errorf("a valid manifest: %v", r.Err)
 	}
-	bad := cmdtest.Manifest + "    replicas: -1\n"
+	bad := strings.Replace(cmdtest.Manifest, "replicas: 2", "replicas: -1", 1)
 	r := cmdtest.Exec(t, cmdtest.Env{Manifest: bad, JSON: true}, NewCmdValidate)
 	var got struct {
 		Valid    bool `json:"valid"`
