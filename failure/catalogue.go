@@ -250,6 +250,69 @@ var (
 		Do: "Let af list nodes and servicecidrs (networking.k8s.io), or name the ranges in " +
 			"AF_CLUSTER_CIDRS (comma-separated), or remove the cidr rule.",
 	}
+	ActionInputInvalid = &Entry{
+		Code:  "AF-GH-001",
+		Title: "action input invalid",
+		Exit:  ExitInput,
+		Means: "An input of the af action (a `with:` key of the workflow step) is missing, unknown to " +
+			"af or not in the form it takes. Nothing was created and nothing was reported on the pull request.",
+		Do: "The message names the input and the form it takes; docs/github.md lists every input. " +
+			"GitHub does not enforce `required: true` on action inputs, so af checks them itself.",
+	}
+	EventUnsupported = &Entry{
+		Code:  "AF-GH-002",
+		Title: "event not handled",
+		Exit:  ExitInput,
+		Means: "The workflow ran the af action for an event it does not handle, or the event's payload " +
+			"(GITHUB_EVENT_PATH) could not be read. Nothing was created.",
+		Do: "Run the action on pull_request (opened, synchronize, reopened, labeled), on " +
+			"pull_request_target with fork_policy label, or on workflow_dispatch with the pr-number or " +
+			"environment input; use command: down on pull_request closed.",
+	}
+	GitHubRequestFailed = &Entry{
+		Code:  "AF-GH-003",
+		Title: "GitHub API request failed",
+		Exit:  ExitFailure,
+		Means: "A request af made to GitHub's API (a comment, a check run, a deployment, a label, a " +
+			"file) failed after af's retries. What af reported before it stays; the environment " +
+			"itself is not changed by this failure, and the step's exit status still says how the " +
+			"environment went.",
+		Do: "Read the status and message GitHub gave. 401/403: the token lacks a permission the " +
+			"workflow's permissions block must grant (pull-requests, issues, checks, deployments: " +
+			"write; contents: read). 404: the repository or pull request is not the token's.",
+	}
+	RateLimited = &Entry{
+		Code:  "AF-GH-004",
+		Title: "GitHub rate limit",
+		Exit:  ExitFailure,
+		Means: "GitHub's API refused af for its rate limits (the primary hourly limit, a secondary " +
+			"limit or HTTP 429) for longer than af waits (AF_GITHUB_RATE_WAIT, default 5m).",
+		Do: "Wait for the time GitHub names and run the job again; fewer concurrent workflow runs on " +
+			"one token (the workflow's concurrency group) keep the secondary limits away.",
+	}
+	ForkNotApproved = &Entry{
+		Code:  "AF-GH-005",
+		Title: "fork pull request not approved",
+		Exit:  ExitRefused,
+		Means: "The pull request comes from a fork and the manifest's github.fork_policy does not let " +
+			"it run now (never; or label, and the label is not on the pull request, or this is the " +
+			"read-only pull_request event). Nothing ran with this repository's secrets and the " +
+			"check is neutral: the action does not fail the step for it.",
+		Do: "A maintainer who has read the change adds the manifest's github.label (default " +
+			"af-preview) to the pull request; the pull_request_target workflow then runs it. Each " +
+			"new push removes the label again, so each new commit needs a new approval.",
+	}
+	EgressNotApproved = &Entry{
+		Code:  "AF-GH-006",
+		Title: "egress widening not approved",
+		Exit:  ExitRefused,
+		Means: "The pull request's af.yaml lets the environment reach more than the base branch's " +
+			"af.yaml does (a new allow or capture host, a cidr rule, default: allow). A pull request " +
+			"does not write its own egress policy: the environment came up under the base branch's " +
+			"egress rules, the rules left out are listed, and the action does not fail the step for it.",
+		Do: "A maintainer who agrees with the new rules adds the manifest's github.label to the pull " +
+			"request and runs the workflow again; merging the change makes them the base rules.",
+	}
 	Internal = &Entry{
 		Code:  "AF-RUN-099",
 		Title: "unexpected failure",
@@ -263,6 +326,7 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
+		ActionInputInvalid, EventUnsupported, GitHubRequestFailed, RateLimited, ForkNotApproved, EgressNotApproved,
 		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted, BuildFailed,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,
