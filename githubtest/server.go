@@ -533,6 +533,15 @@ func (s *Server) handle(rq *request) (int, any) {
 			}
 		}
 		return http.StatusNotFound, map[string]any{"message": "Not Found"}
+	case "DELETE /repos/{owner}/{repo}/issues/comments/{comment_id}":
+		id, _ := strconv.ParseInt(rq.params["comment_id"], 10, 64)
+		for i, c := range s.comments {
+			if c.ID == id {
+				s.comments = append(s.comments[:i], s.comments[i+1:]...)
+				return http.StatusNoContent, nil
+			}
+		}
+		return http.StatusNotFound, map[string]any{"message": "Not Found"}
 	case "GET /repos/{owner}/{repo}/issues/{issue_number}/labels":
 		n, _ := strconv.Atoi(rq.params["issue_number"])
 		return http.StatusOK, s.labelList(rq, n, http.StatusOK)
@@ -658,7 +667,7 @@ func (s *Server) comment(rq *request, c *Comment, base string) map[string]any {
 	}
 	return overlay(ex, map[string]any{"id": c.ID, "node_id": fmt.Sprintf("IC_%d", c.ID), "body": c.Body,
 		"url": fmt.Sprintf("%s/issues/comments/%d", base, c.ID), "issue_url": fmt.Sprintf("%s/issues/%d", base, c.Issue),
-		"html_url": fmt.Sprintf("%s/pull/%d#issuecomment-%d", strings.Replace(base, "/repos/", "/", 1), c.Issue, c.ID),
+		"html_url":   fmt.Sprintf("%s/pull/%d#issuecomment-%d", strings.Replace(base, "/repos/", "/", 1), c.Issue, c.ID),
 		"created_at": c.Created.Format(time.RFC3339), "updated_at": c.Updated.Format(time.RFC3339),
 		"user": map[string]any{"login": c.Login, "type": typ}})
 }

@@ -1,0 +1,122 @@
+// Package action is the GitHub Action (`af action`, the entrypoint of the container action in
+// action.yml): it reads the inputs and the event, decides what a pull request may run (the fork
+// policy and the egress approval), brings the environment up, takes it down or reads its
+// status through the same runtime and image code the af commands use, and reports the result
+// on the pull request (package prreport), in the step summary and in the step's outputs. The
+// step's exit status is the environment's, whatever the reporting did.
+package action
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/antifailure/af/failure"
+)
+
+// Inputs are the action's inputs, as action.yml declares them.
+type Inputs struct {
+	Command          string
+	Manifest         string
+	Kubeconfig       string
+	Context          string
+	Registry         string
+	RegistryUsername string
+	RegistryPassword string
+	Token            string
+	PRNumber         int
+	Environment      string
+	Images           map[string]string
+	Timeout          time.Duration
+}
+
+// InputNames are every input action.yml declares, in its order (a test keeps them equal).
+var InputNames = []string{"command", "manifest", "kubeconfig", "context", "registry", "registry-username",
+	"registry-password", "token", "pr-number", "environment", "images", "timeout"}
+
+func invalid(input, format string, args ...any) error {
+	return failure.Newf(failure.ActionInputInvalid, "input %s: %s", input, fmt.Sprintf(format, args...))
+}
+
+// ReadInputs reads and checks every input; get returns an input's value (INPUT_<NAME>).
+func ReadInputs(get func(name string) string) (Inputs, error) {
+	in := Inputs{Command: get("command"), Manifest: get("manifest"), Kubeconfig: get("kubeconfig"), Context: get("context"),
+		Registry: get("registry"), RegistryUsername: get("registry-username"), RegistryPassword: get("registry-password"),
+		Token: get("token"), Environment: get("environment")}
+	if in.Command == "" {
+		in.Command = "up"
+	}
+	switch in.Command {
+	case "up", "down", "status":
+	default:
+		return in, invalid("command", "%q is not one of up, down, status", in.Command)
+	}
+	if in.Manifest == "" {
+		in.Manifest = "af.yaml"
+	}
+	if path.IsAbs(in.Manifest) || strings.HasPrefix(path.Clean(in.Manifest), "..") {
+		return in, invalid("manifest", "%q must be a path inside the repository (relative, no ..)", in.Manifest)
+	}
+	if in.Kubeconfig == "" {
+		return in, invalid("kubeconfig", "is empty: pass the kubeconfig's content from a secret (kubeconfig: ${{ secrets.KUBECONFIG }})")
+	}
+	if !strings.Contains(in.Kubeconfig, "clusters") || !strings.Contains(in.Kubeconfig, "users") {
+		return in, invalid("kubeconfig", "is not a kubeconfig's content (it names no clusters and users); pass the file's content, not its path")
+	}
+	if in.Token == "" {
+		return in, invalid("token", "is empty: leave its default (${{ github.token }}) or pass a token with pull-requests, issues, checks and deployments write")
+	}
+	if s := get("pr-number"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return in, invalid("pr-number", "%q is not a pull request number", s)
+		}
+		in.PRNumber = n
+	}
+	in.Images = map[string]string{}
+	for i, line := range strings.Split(get("images"), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return in, invalid("images", "line %d %q: write SERVICE=REF, one per line", i+1, line)
+		}
+		if _, dup := in.Images[k]; dup {
+			return in, invalid("images", "names service %s twice", k)
+		}
+		in.Images[k] = v
+	}
+	in.Timeout = 30 * time.Minute
+	if s := get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return in, invalid("timeout", "%q is not a duration such as 20m", s)
+		}
+		in.Timeout = d
+	}
+	return in, nil
+}
+
+// secretsOf returns the values in a kubeconfig that must never be printed: keys, tokens,
+// passwords and client certificates.
+func secretsOf(kubeconfig string) []string {
+	var out []string
+	for _, line := range strings.Split(kubeconfig, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), ":")
+		if !ok {
+			continue
+		}
+		switch strings.TrimSpace(k) {
+		case "client-key-data", "client-certificate-data", "token", "password", "id-token", "refresh-token", "client-secret":
+			if v = strings.Trim(strings.TrimSpace(v), `"'`); len(v) >= 4 {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}

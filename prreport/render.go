@@ -1,0 +1,259 @@
+// Package prreport is what af reports on a pull request, and how: the facts of one run
+// (Facts), rendered as the sticky comment, the check run's output and the step summary
+// (markdown), and written to GitHub by a Reporter (one comment found by a hidden marker and
+// the bot's own login, a check run with a real conclusion, a deployment and its statuses).
+// The action and the App both report through it.
+package prreport
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// Marker starts every comment af writes; with the bot's login it finds the one to edit.
+const Marker = "<!-- af:preview -->"
+
+// CheckName is the check run's name.
+const CheckName = "af preview"
+
+// The states a report can say.
+const (
+	Ready        = "ready"         // up, the probe found every route denied
+	NotContained = "not-contained" // the probe found a way out: no service ran
+	Failed       = "failed"        // some other failure
+	Gone         = "gone"          // taken down
+	Skipped      = "skipped"       // a fork's pull request nobody approved
+)
+
+// Facts are what one run of af found, for one pull request.
+type Facts struct {
+	State       string
+	Environment string
+	Namespace   string
+	Repository  string
+	PullRequest int
+	Commit      string
+	Duration    time.Duration
+	At          time.Time
+	RunURL      string
+
+	Probe    *gate.Result
+	Services []afruntime.ServiceStatus
+	URLs     map[string]string
+	Failure  *failure.Report
+
+	// LeftOut lists the pull request's egress rules not applied (not approved).
+	LeftOut []string
+	// Reason says why the environment is gone, or why nothing ran.
+	Reason string
+}
+
+// FirstURL returns the URL of the first web service in name order.
+func (f *Facts) FirstURL() string {
+	names := make([]string, 0, len(f.URLs))
+	for n := range f.URLs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return f.URLs[names[0]]
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+// Headline is the one line that says how it went.
+func (f *Facts) Headline() string {
+	switch f.State {
+	case Ready:
+		return fmt.Sprintf("✅ Preview ready: %s", f.Environment)
+	case NotContained:
+		return fmt.Sprintf("⛔ Not contained: %s was not started", f.Environment)
+	case Gone:
+		return fmt.Sprintf("🗑️ Preview removed: %s", f.Environment)
+	case Skipped:
+		return "⏸️ Preview not started: this pull request needs a maintainer's approval"
+	}
+	code := ""
+	if f.Failure != nil {
+		code = string(f.Failure.Code) + " "
+	}
+	return fmt.Sprintf("❌ Preview failed: %s%s", code, f.Environment)
+}
+
+// Comment renders the sticky comment.
+func Comment(f *Facts) string {
+	var b strings.Builder
+	b.WriteString(Marker + "\n")
+	fmt.Fprintf(&b, "### %s\n\n", f.Headline())
+	body(&b, f)
+	return b.String()
+}
+
+// Summary renders the step summary: the comment's content without the marker.
+func Summary(f *Facts) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n\n", f.Headline())
+	body(&b, f)
+	return b.String()
+}
+
+func body(b *strings.Builder, f *Facts) {
+	switch f.State {
+	case Gone:
+		fmt.Fprintf(b, "The environment and its namespace `%s` were removed %s", f.Namespace, f.At.UTC().Format("2006-01-02 15:04 UTC"))
+		if f.Reason != "" {
+			fmt.Fprintf(b, ": %s", f.Reason)
+		}
+		b.WriteString(".\n")
+		return
+	case Skipped:
+		fmt.Fprintf(b, "%s\n", f.Reason)
+		return
+	}
+	if f.Failure != nil {
+		fmt.Fprintf(b, "**%s %s**: %s\n\n", f.Failure.Code, f.Failure.Title, mdEscape(strings.TrimPrefix(f.Failure.Message, string(f.Failure.Code)+": "+f.Failure.Title+": ")))
+		fmt.Fprintf(b, "What to do: %s\n\n", f.Failure.Do)
+	}
+	if len(f.URLs) > 0 {
+		names := sortedKeys(f.URLs)
+		b.WriteString("| Service | Preview |\n|---|---|\n")
+		for _, n := range names {
+			fmt.Fprintf(b, "| %s | %s |\n", n, f.URLs[n])
+		}
+		b.WriteString("\n")
+	}
+	if f.Probe != nil && len(f.Probe.Routes) > 0 {
+		fmt.Fprintf(b, "**Containment probe**: %s (%d round(s), %.0f ms)\n\n", f.Probe.Verdict, f.Probe.Rounds, f.Probe.MS)
+		b.WriteString("| Route | Verdict | Time | Detail |\n|---|---|---|---|\n")
+		for _, r := range f.Probe.Routes {
+			fmt.Fprintf(b, "| %s | %s | %.0f ms | %s |\n", r.Route, verdictMark(r.Outcome), r.MS, mdEscape(r.Detail))
+		}
+		b.WriteString("\n")
+	}
+	if len(f.Services) > 0 {
+		b.WriteString("| Service | Ready | State | Size |\n|---|---|---|---|\n")
+		for _, s := range f.Services {
+			size := strings.Trim(s.CPU+" / "+s.Memory, " /")
+			if size == "" {
+				size = "—"
+			}
+			state := s.State
+			if s.Reason != "" {
+				state += ": " + mdEscape(s.Reason)
+			}
+			fmt.Fprintf(b, "| %s | %d/%d | %s | %s |\n", s.Name, s.Ready, s.Desired, state, size)
+		}
+		b.WriteString("\n")
+	}
+	if len(f.LeftOut) > 0 {
+		b.WriteString("**Egress rules left out** (this pull request widens what the base branch allows; the environment runs under the base branch's rules until a maintainer adds the approval label and runs the workflow again):\n\n")
+		for _, r := range f.LeftOut {
+			fmt.Fprintf(b, "- %s\n", mdEscape(r))
+		}
+		b.WriteString("\n")
+	}
+	var foot []string
+	if f.Commit != "" {
+		foot = append(foot, "commit `"+short(f.Commit)+"`")
+	}
+	if f.Namespace != "" {
+		foot = append(foot, "namespace `"+f.Namespace+"`")
+	}
+	if f.Duration > 0 {
+		foot = append(foot, "took "+f.Duration.Round(100*time.Millisecond).String())
+	}
+	if f.RunURL != "" {
+		foot = append(foot, "[run]("+f.RunURL+")")
+	}
+	if len(foot) > 0 {
+		fmt.Fprintf(b, "<sub>%s</sub>\n", strings.Join(foot, " · "))
+	}
+}
+
+// Conclusion is the check run's conclusion for f.
+func Conclusion(f *Facts) string {
+	switch f.State {
+	case Ready:
+		return "success"
+	case Skipped:
+		return "neutral"
+	}
+	return "failure"
+}
+
+// CheckOutput renders the check run's title, summary and text.
+func CheckOutput(f *Facts) (title, summary, text string) {
+	title = f.Headline()
+	switch {
+	case f.State == NotContained && f.Probe != nil:
+		var names []string
+		for _, e := range f.Probe.Escaped {
+			names = append(names, e.Route)
+		}
+		title = "Not contained: escaped by " + strings.Join(names, ", ")
+	case f.Failure != nil && f.State == Failed:
+		title = string(f.Failure.Code) + " " + f.Failure.Title
+	}
+	var b strings.Builder
+	body(&b, f)
+	return limit(title, 255), limit(b.String(), 65000), ""
+}
+
+func verdictMark(outcome gate.Outcome) string {
+	switch outcome {
+	case gate.Denied:
+		return "denied ✅"
+	case gate.Escaped:
+		return "**escaped** ⛔"
+	}
+	return string(outcome)
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mdEscape keeps a value from breaking a table row or starting markup.
+func mdEscape(s string) string {
+	r := strings.NewReplacer("|", "\\|", "\n", " ", "<", "&lt;", ">", "&gt;")
+	return r.Replace(s)
+}
+
+func limit(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// RunURL is the workflow run's page from the Actions environment, or "".
+func RunURL(getenv func(string) string) string {
+	server, repo, run := getenv("GITHUB_SERVER_URL"), getenv("GITHUB_REPOSITORY"), getenv("GITHUB_RUN_ID")
+	if server == "" || repo == "" || run == "" {
+		return ""
+	}
+	u, err := url.Parse(strings.TrimRight(server, "/") + "/" + repo + "/actions/runs/" + run)
+	if err != nil || !u.IsAbs() {
+		return ""
+	}
+	return u.String()
+}
