@@ -377,7 +377,10 @@ func (r *run) up(ctx context.Context) error {
 			})
 		}
 		if enabled(gh.Comment) {
-			r.report("comment", func() error { _, err := r.rep.Comment(ctx, r.ev.PullRequest, prreport.Comment(facts), true); return err })
+			r.report("comment", func() error {
+				_, err := r.rep.Comment(ctx, r.ev.PullRequest, prreport.Comment(facts), true)
+				return err
+			})
 		}
 		r.summary(facts)
 		return err
@@ -401,7 +404,10 @@ func (r *run) up(ctx context.Context) error {
 	r.facts(facts, res, upErr)
 	r.out.Facts = facts
 	if hasPR && enabled(gh.Comment) {
-		r.report("comment", func() error { _, err := r.rep.Comment(ctx, r.ev.PullRequest, prreport.Comment(facts), true); return err })
+		r.report("comment", func() error {
+			_, err := r.rep.Comment(ctx, r.ev.PullRequest, prreport.Comment(facts), true)
+			return err
+		})
 	}
 	if checkID != 0 {
 		r.report("check run", func() error { return r.rep.FinishCheck(ctx, checkID, facts, r.annotations()) })

@@ -13,6 +13,13 @@ var (
 	Commit  = "unknown"
 )
 
+// Release is the version the next release publishes: action.yml runs
+// ghcr.io/antifailure/af:<Release>, and the release workflow refuses a tag that differs.
+const Release = "v0.1.0"
+
+// ActionImage is the action's image, as action.yml names it.
+const ActionImage = "ghcr.io/antifailure/af:" + Release
+
 // LocalEngineImage is the engine image's local name for this build.
 const LocalEngineImage = EngineRepository + ":" + EngineDigest
 

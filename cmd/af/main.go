@@ -7,6 +7,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	// CA roots for TLS to GitHub and registries where the system has none (the action's image).
+	_ "golang.org/x/crypto/x509roots/fallback"
+
 	"github.com/antifailure/af/cmd/af/internal/cmd/root"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"

@@ -47,6 +47,31 @@ func Image(binary []byte, digest string) (v1.Image, error) {
 	}.Image()
 }
 
+// ActionImage returns the action's image (ghcr.io/antifailure/af:<release>): the same binary at
+// /af, a writable /tmp, and nothing else; no shell. It runs as root because the runner's
+// files (GITHUB_OUTPUT, the workspace) and its Docker socket are root's or the runner's. The
+// binary carries its own CA roots (golang.org/x/crypto/x509roots/fallback) for TLS to GitHub
+// and registries, used when the image has none, which is always.
+func ActionImage(binary []byte, digest string) (v1.Image, error) {
+	return images.Files{
+		Contents:   map[string][]byte{"/af": binary},
+		Mode:       0o555,
+		Dirs:       []string{"/tmp"},
+		Entrypoint: []string{"/af"},
+		Cmd:        []string{"action"},
+		Env:        []string{"TMPDIR=/tmp"},
+		User:       "0:0",
+		WorkingDir: "/",
+		Labels: map[string]string{
+			"org.opencontainers.image.title":       "af",
+			"org.opencontainers.image.description": "af's GitHub Action: contained preview environments for pull requests",
+			"org.opencontainers.image.source":      "https://github.com/antifailure/af",
+			"dev.antifailure.source-digest":        digest,
+		},
+		OCI: true,
+	}.Image()
+}
+
 // ImageFromFile reads the binary at path and returns its engine image.
 func ImageFromFile(path, digest string) (v1.Image, error) {
 	b, err := os.ReadFile(path)

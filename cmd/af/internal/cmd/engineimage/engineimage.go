@@ -17,6 +17,7 @@ import (
 // NewCmdEngineImage returns `af engine-image`.
 func NewCmdEngineImage(f *factory.Factory) *cobra.Command {
 	var tarPath, ociDir, binary string
+	var forAction bool
 	cmd := &cobra.Command{
 		Use:    "engine-image --tar FILE [--oci DIR]",
 		Short:  "Write af's engine image (this binary, nothing else) as a docker archive and an OCI layout",
@@ -33,11 +34,19 @@ func NewCmdEngineImage(f *factory.Factory) *cobra.Command {
 				}
 				binary = exe
 			}
-			img, err := engine.ImageFromFile(binary, version.EngineDigest)
+			b, err := os.ReadFile(binary)
 			if err != nil {
-				return failure.New(failure.ManifestUnreadable, "", err).WithHint("Name a readable static af binary with --binary.")
+				return failure.New(failure.ManifestUnreadable, "reading the af binary", err).WithHint("Name a readable static af binary with --binary.")
 			}
+			img, err := engine.Image(b, version.EngineDigest)
 			ref := version.LocalEngineImage
+			if forAction {
+				img, err = engine.ActionImage(b, version.EngineDigest)
+				ref = version.ActionImage
+			}
+			if err != nil {
+				return failure.New(failure.Internal, "writing the image", err)
+			}
 			if tarPath != "" {
 				if err := engine.WriteTarball(tarPath, ref, img); err != nil {
 					return failure.New(failure.Internal, "writing "+tarPath, err)
@@ -68,6 +77,7 @@ func NewCmdEngineImage(f *factory.Factory) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&tarPath, "tar", "", "write a docker-loadable archive here")
 	cmd.Flags().StringVar(&ociDir, "oci", "", "write an OCI image layout into this directory")
+	cmd.Flags().BoolVar(&forAction, "action", false, "write the action's image ("+version.ActionImage+": af, a /tmp, run as root) instead")
 	cmd.Flags().StringVar(&binary, "binary", "", "the static af binary to package (default: this one)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	actioncmd "github.com/antifailure/af/cmd/af/internal/cmd/action"
 	conformancecmd "github.com/antifailure/af/cmd/af/internal/cmd/conformance"
 	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
@@ -77,6 +78,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))
 	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))
 	cmd.AddCommand(engineimage.NewCmdEngineImage(f))
+	cmd.AddCommand(actioncmd.NewCmdAction(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

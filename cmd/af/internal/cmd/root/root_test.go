@@ -150,8 +150,8 @@ func TestValidateUnreadable(t *testing.T) {
 func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
 	for _, args := range [][]string{
-		{"action"}, {"app"},
-		{"action", "--event", "x"}, // flags of the future command are not mistaken for usage errors
+		{"app"},
+		{"app", "--listen", "x"}, // flags of the future command are not mistaken for usage errors
 	} {
 		r := run(t, nil, "", append(args, "-f", path)...)
 		if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-001") || !strings.Contains(r.errOut, "af "+strings.Join(words(args), " ")+" is not available") {

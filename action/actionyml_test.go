@@ -1,0 +1,69 @@
+package action_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/antifailure/af/action"
+	"github.com/antifailure/af/version"
+)
+
+// action.yml declares exactly the inputs the action reads, the outputs it sets, and the image
+// the release publishes.
+func TestActionYAML(t *testing.T) {
+	b, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Inputs  yaml.Node `yaml:"inputs"`
+		Outputs map[string]struct {
+			Description string `yaml:"description"`
+		} `yaml:"outputs"`
+		Runs struct {
+			Using      string   `yaml:"using"`
+			Image      string   `yaml:"image"`
+			Entrypoint string   `yaml:"entrypoint"`
+			Args       []string `yaml:"args"`
+		} `yaml:"runs"`
+		Branding map[string]string `yaml:"branding"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var inputs []string
+	for i := 0; i < len(doc.Inputs.Content); i += 2 {
+		inputs = append(inputs, doc.Inputs.Content[i].Value)
+	}
+	if !slices.Equal(inputs, action.InputNames) {
+		t.Errorf("action.yml inputs %v, the action reads %v", inputs, action.InputNames)
+	}
+	var outputs []string
+	for k := range doc.Outputs {
+		outputs = append(outputs, k)
+	}
+	slices.Sort(outputs)
+	if want := []string{"contained", "environment", "namespace", "probe", "url", "urls"}; !slices.Equal(outputs, want) {
+		t.Errorf("action.yml outputs %v, the action sets %v", outputs, want)
+	}
+	if doc.Runs.Using != "docker" || doc.Runs.Image != "docker://"+version.ActionImage || doc.Runs.Entrypoint != "/af" || !slices.Equal(doc.Runs.Args, []string{"action"}) {
+		t.Errorf("runs %+v, want the prebuilt docker://%s running /af action", doc.Runs, version.ActionImage)
+	}
+	if doc.Branding["icon"] == "" || doc.Branding["color"] == "" {
+		t.Errorf("no branding")
+	}
+	if !strings.Contains(string(b), "default: ${{ github.token }}") {
+		t.Errorf("the token input does not default to github.token (containers get no token otherwise)")
+	}
+	rel, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(rel), "version/version.go") || !strings.Contains(string(rel), "--action") {
+		t.Errorf("release.yml does not check the tag against version.Release or does not write the action's image")
+	}
+}
