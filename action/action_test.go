@@ -419,6 +419,7 @@ func TestInputsRefused(t *testing.T) {
 		{"command", "deploy", "input command"},
 		{"kubeconfig", "", "input kubeconfig"},
 		{"kubeconfig", "/home/runner/.kube/config", "input kubeconfig"},
+		{"kubeconfig", strings.Replace(kubeconfig, "token: kubetoken-s3cret-value", "client-key: /home/runner/admin.key", 1), "names files (client-key)"},
 		{"token", "", "input token"},
 		{"pr-number", "seven", "input pr-number"},
 		{"images", "web", "input images"},

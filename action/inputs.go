@@ -65,6 +65,9 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 	if !strings.Contains(in.Kubeconfig, "clusters") || !strings.Contains(in.Kubeconfig, "users") {
 		return in, invalid("kubeconfig", "is not a kubeconfig's content (it names no clusters and users); pass the file's content, not its path")
 	}
+	if files := fileRefs(in.Kubeconfig); len(files) > 0 {
+		return in, invalid("kubeconfig", "names files (%s) that the action's container cannot read: pass a self-contained kubeconfig (kubectl config view --flatten --raw)", strings.Join(files, ", "))
+	}
 	if in.Token == "" {
 		return in, invalid("token", "is empty: leave its default (${{ github.token }}) or pass a token with pull-requests, issues, checks and deployments write")
 	}
@@ -100,6 +103,22 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 		in.Timeout = d
 	}
 	return in, nil
+}
+
+// fileRefs returns the kubeconfig keys that name files instead of holding the data.
+func fileRefs(kubeconfig string) []string {
+	var out []string
+	for _, line := range strings.Split(kubeconfig, "\n") {
+		k, _, ok := strings.Cut(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "- ")), ":")
+		if !ok {
+			continue
+		}
+		switch k = strings.TrimSpace(k); k {
+		case "client-certificate", "client-key", "certificate-authority", "tokenFile":
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // secretsOf returns the values in a kubeconfig that must never be printed: keys, tokens,

@@ -3,12 +3,12 @@
 # Usage: hack/deps.sh test|bench
 set -euo pipefail
 declare -A pkg=(
-  [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs
+  [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs [npm]=npm [git]=git
   [dockerd]=docker.io [shellcheck]=shellcheck
   [squid]=squid [tinyproxy]=tinyproxy [dnsmasq]=dnsmasq-base [dnsperf]=dnsperf [hey]=hey
 )
 case "${1:-test}" in
-  test)  want=(curl dig ip nft node dockerd shellcheck) ;;
+  test)  want=(curl dig ip nft node npm git dockerd shellcheck) ;;
   bench) want=(curl ip squid tinyproxy dnsmasq dnsperf hey) ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

@@ -3,12 +3,13 @@
 # and always taken down again, even when a test fails.
 #   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
 #      image in containerd, the Kubernetes runtime (af up/down/status of the example and more),
+#      the GitHub Action run by nektos/act against the GitHub stand-in,
 #      then conformance (the roster and the startup proof; the verdict reader must accept);
 #   1c. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
 #      exemption): af up refuses naming the link-local and node routes, and the reader refuses
 #      the conformance report naming every containment behaviour, the two new ones among them;
 #   2. no enforcer: the negative controls (default-deny blocks nothing; af up refuses with
-#      AF-RUN-043 and runs no service image; conformance fails and the reader refuses, naming
+#      AF-RUN-043 and runs no service image, and so does the action under act, failing its check; conformance fails and the reader refuses, naming
 #      every containment behaviour);
 #   3. down, and nothing is left.
 set -euo pipefail
@@ -33,6 +34,9 @@ AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
 AF_TESTCLUSTER=1 gotest ./images/
 AF_TESTCLUSTER=1 gotest -run 'TestUpBuildsPublishesAndRuns' ./cmd/af/internal/cmd/root/
 AF_TESTCLUSTER=1 gotest -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment)$' ./runtime/...
+# The GitHub Action under nektos/act: its own image in the private daemon, the GitHub stand-in,
+# this cluster (opened, synchronize, closed).
+AF_TESTCLUSTER=1 gotest -run 'TestActionUnderAct$' ./action/
 
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
 
@@ -48,6 +52,9 @@ echo "== 2. the same cluster without an enforcer (negative control)"
 afcluster up -enforcer none
 AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
 AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithoutEnforcer' ./runtime/kubernetes/
+AF_DOCKER_HOST=$(./hack/dockerd.sh start)
+AF_TESTCLUSTER=1 gotest -run 'TestActionUnderActNotContained' ./action/
+./hack/dockerd.sh stop
 AF_TESTCLUSTER=1 AF_CONFORMANCE_REPORT=bin/conformance-no-enforcer.jsonl ./hack/conformance.sh --expect-refusal
 
 echo "== 3. down, and nothing left"

@@ -106,14 +106,21 @@ func (f Files) layer() ([]byte, error) {
 		return nil
 	}
 	for _, d := range sorted(f.Dirs) {
-		if err := parents(d + "/x"); err != nil {
+		// Each directory once (docker load refuses a path written twice); /tmp sticky and
+		// world-writable.
+		if err := parents(d); err != nil {
 			return nil, err
 		}
+		if made[d] {
+			continue
+		}
+		made[d] = true
+		dirMode := int64(0o755)
 		if d == "/tmp" {
-			// Written again with the sticky, world-writable mode; the later entry wins.
-			if err := header(&tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777}); err != nil {
-				return nil, err
-			}
+			dirMode = 0o1777
+		}
+		if err := header(&tar.Header{Typeflag: tar.TypeDir, Name: d[1:] + "/", Mode: dirMode}); err != nil {
+			return nil, err
 		}
 	}
 	files := map[string]func() ([]byte, error){}

@@ -8,6 +8,7 @@ package prreport
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -202,7 +203,9 @@ func CheckOutput(f *Facts) (title, summary, text string) {
 	case f.State == NotContained && f.Probe != nil:
 		var names []string
 		for _, e := range f.Probe.Escaped {
-			names = append(names, e.Route)
+			if !slices.Contains(names, e.Route) {
+				names = append(names, e.Route)
+			}
 		}
 		title = "Not contained: escaped by " + strings.Join(names, ", ")
 	case f.Failure != nil && f.State == Failed:

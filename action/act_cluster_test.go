@@ -1,0 +1,307 @@
+package action_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/images/engine"
+	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/testcluster"
+	"github.com/antifailure/af/version"
+)
+
+// ActVersion is the nektos/act release the runner tests use.
+const ActVersion = "v0.2.89"
+
+// act returns the act binary, installing it through the module proxy into the cache once.
+func act(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(githubtest.Cache(), "act-"+ActVersion)
+	bin := filepath.Join(dir, "act")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	t.Logf("installing nektos/act %s into %s (about 3.5 minutes, once)", ActVersion, dir)
+	cmd := exec.Command("go", "install", "github.com/nektos/act@"+ActVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	cmd.Dir = os.TempDir()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install nektos/act: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// actRepo is a repository run by act against the stand-in and the test cluster.
+type actRepo struct {
+	gh  *githubtest.Server
+	h   *testcluster.Handle
+	ctx context.Context
+	run func(command, action, sha string) (string, error)
+}
+
+func newActRepo(t *testing.T, enforcing bool) *actRepo {
+	h := testcluster.Require(t)
+	dockerHost := os.Getenv("AF_DOCKER_HOST")
+	if dockerHost == "" {
+		msg := "SKIPPED: needs a container daemon; make test starts one and sets AF_DOCKER_HOST"
+		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
+		t.Skip(msg)
+	}
+	if enforcing != (h.Enforcer == testcluster.EnforcerKubeRouter && !h.Holes) || h.IngressHTTP == "" {
+		t.Skipf("SKIPPED: needs the cluster %s, with its ingress controller", map[bool]string{true: "enforcing", false: "without an enforcer"}[enforcing])
+	}
+	actBin := act(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	t.Cleanup(cancel)
+	if err := h.ImportEngineImage(ctx, ".."); err != nil {
+		t.Fatal(err)
+	}
+
+	// The action's image, as the release writes it, loaded into the daemon act uses.
+	work := t.TempDir()
+	bin := filepath.Join(work, "af")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/af")
+	build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := engine.ActionImage(b, version.EngineDigest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := filepath.Join(work, "action.tar")
+	if err := images.WriteArchive(archive, version.ActionImage, img); err != nil {
+		t.Fatal(err)
+	}
+	docker := func(args ...string) string {
+		cmd := exec.CommandContext(ctx, "docker", args...)
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	docker("load", "--input", archive)
+
+	// The example's two services, from their static binaries, on the node: given to the action
+	// through its images input (as an earlier build step would).
+	shopImages := map[string]string{}
+	for _, svc := range []string{"web", "worker"} {
+		out := filepath.Join(work, "shop-"+svc)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./"+svc)
+		cmd.Dir, cmd.Env = "../examples/shop", append(os.Environ(), "CGO_ENABLED=0")
+		if o, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", svc, err, o)
+		}
+		ref := fmt.Sprintf("af.local/shop-%s:act-%d", svc, time.Now().Unix())
+		if err := h.ImportBinaryImage(ctx, ref, out); err != nil {
+			t.Fatal(err)
+		}
+		shopImages[svc] = ref
+	}
+	shopManifest, err := os.ReadFile("../examples/shop/af.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A repository: the action (this one's action.yml), the example's manifest and a workflow.
+	repo := filepath.Join(work, "repo")
+	ayml, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"action.yml": string(ayml),
+		"af.yaml": string(shopManifest),
+		".github/workflows/preview.yml": `name: preview
+on: [pull_request]
+jobs:
+  preview:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - id: af
+        uses: ./
+        with:
+          command: ${{ env.AF_COMMAND }}
+          kubeconfig: ${{ secrets.KUBECONFIG }}
+          token: ${{ secrets.GITHUB_TOKEN }}
+          images: |
+            web=${{ env.WEB_IMAGE }}
+            worker=${{ env.WORKER_IMAGE }}
+      - if: always()
+        run: echo "read by a later step url=${{ steps.af.outputs.url }} contained=${{ steps.af.outputs.contained }} namespace=${{ steps.af.outputs.namespace }}"
+`,
+	}
+	for name, content := range files {
+		p := filepath.Join(repo, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@t.test", "commit", "-q", "-m", "x"},
+		{"remote", "add", "origin", "https://github.com/acme/shop.git"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	// A kubeconfig secret is self-contained: the action's container sees none of the runner's files.
+	kubeconfig, err := h.Kubectl(ctx, "", "config", "view", "--flatten", "--raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const tok = "ghs_act_token_0123456789abcdef"
+	gh := githubtest.New(t, tok)
+	gh.SetFile(strings.Repeat("b", 40), "af.yaml", files["af.yaml"])
+	cache := filepath.Join(work, "act-cache")
+	home := filepath.Join(work, "home")
+	env := map[string]string{
+		"GITHUB_API_URL":        gh.URL,
+		"AF_ENGINE_IMAGE":       version.LocalEngineImage,
+		"AF_INGRESS_CONTROLLER": "af-ingress/app.kubernetes.io/name=traefik",
+		"AF_INGRESS_ADDRESS":    h.IngressHTTP,
+		"AF_URL_SCHEME":         "http",
+		"WEB_IMAGE":             shopImages["web"],
+		"WORKER_IMAGE":          shopImages["worker"],
+	}
+	for k, v := range h.GateEnv() {
+		env[k] = v
+	}
+	runAct := func(command, action, sha string) (string, error) {
+		t.Helper()
+		ev := filepath.Join(work, "event-"+action+".json")
+		if err := os.WriteFile(ev, githubtest.PullRequestEvent(t, action, "acme/shop", 21, sha, false), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args := []string{"pull_request", "-W", ".github/workflows/preview.yml", "-e", ev,
+			"-P", "ubuntu-latest=-self-hosted", "--pull=false", "--no-cache-server",
+			"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s --network host", cache, cache, work, work),
+			"--container-daemon-socket", "-",
+			"-s", "GITHUB_TOKEN=" + tok, "-s", "KUBECONFIG=" + string(kubeconfig), "--env", "AF_COMMAND=" + command}
+		for k, v := range env {
+			args = append(args, "--env", k+"="+v)
+		}
+		cmd := exec.CommandContext(ctx, actBin, args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+			"XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		t.Logf("act %s (%s): %s", command, action, time.Since(start).Round(100*time.Millisecond))
+		if strings.Contains(string(out), tok) || strings.Contains(string(out), "client-key-data: LS0") {
+			t.Errorf("act's output shows a secret")
+		}
+		return string(out), err
+	}
+	t.Cleanup(func() {
+		if out, err := runAct("down", "closed", strings.Repeat("e", 40)); err != nil {
+			t.Errorf("act, the cleanup's down: %v\n%s", err, out)
+		}
+	})
+	return &actRepo{gh: gh, h: h, ctx: ctx, run: runAct}
+}
+
+// TestActionUnderAct runs the action as a workflow step under nektos/act, the container being
+// the action's own image (written by af's image writer and loaded into the private daemon,
+// exactly what action.yml names), against the GitHub stand-in and the real test cluster: a
+// pull request opened, a new push, and the pull request closed.
+func TestActionUnderAct(t *testing.T) {
+	r := newActRepo(t, true)
+	gh, h, ctx, runAct := r.gh, r.h, r.ctx, r.run
+	sha1, sha2 := strings.Repeat("a", 40), strings.Repeat("c", 40)
+	out, err := runAct("up", "opened", sha1)
+	if err != nil {
+		t.Fatalf("act, pull request opened: %v\n%s", err, out)
+	}
+	c := gh.Comments(21)
+	if len(c) != 1 || !strings.Contains(c[0].Body, "Preview ready") || !strings.Contains(c[0].Body, "http://shop-pr-21-web.preview.af.test/") {
+		t.Fatalf("comments %+v\n%s", c, out)
+	}
+	for _, route := range []string{"tcp-public", "udp-dns", "metadata", "apiserver"} {
+		if !strings.Contains(c[0].Body, "| "+route+" | denied") {
+			t.Errorf("the comment does not show %s denied:\n%s", route, c[0].Body)
+		}
+	}
+	if cr := gh.CheckRuns(); len(cr) != 1 || cr[0].HeadSHA != sha1 || cr[0].Conclusion != "success" {
+		t.Fatalf("check runs %+v", cr)
+	}
+	d := gh.Deployments()
+	if len(d) != 1 || d[0].Statuses[len(d[0].Statuses)-1].EnvironmentURL != "http://shop-pr-21-web.preview.af.test/" {
+		t.Fatalf("deployments %+v", d)
+	}
+	if !strings.Contains(out, "read by a later step url=http://shop-pr-21-web.preview.af.test/ contained=true namespace=af-env-shop-pr-21") {
+		t.Errorf("a later step did not read the outputs:\n%s", out)
+	}
+	if !strings.Contains(out, "***") {
+		t.Errorf("act's output shows no masked value")
+	}
+
+	out, err = runAct("up", "synchronize", sha2)
+	if err != nil {
+		t.Fatalf("act, synchronize: %v\n%s", err, out)
+	}
+	if c2 := gh.Comments(21); len(c2) != 1 || c2[0].ID != c[0].ID || !strings.Contains(c2[0].Body, "ccccccc") {
+		t.Fatalf("after synchronize: comments %+v", c2)
+	}
+	if cr := gh.CheckRuns(); len(cr) != 2 || cr[1].HeadSHA != sha2 || cr[1].Conclusion != "success" {
+		t.Fatalf("after synchronize: check runs %+v", cr)
+	}
+
+	out, err = runAct("down", "closed", sha2)
+	if err != nil {
+		t.Fatalf("act, down: %v\n%s", err, out)
+	}
+	if ns, _ := h.Kubectl(ctx, "", "get", "ns", "af-env-shop-pr-21", "--ignore-not-found", "-o", "name"); strings.TrimSpace(ns) != "" {
+		t.Errorf("namespace still there after down: %s", ns)
+	}
+	if c3 := gh.Comments(21); len(c3) != 1 || !strings.HasPrefix(c3[0].Body, prreport.Marker) || !strings.Contains(c3[0].Body, "Preview removed") {
+		t.Fatalf("after down: comments %+v", c3)
+	}
+	for _, dep := range gh.Deployments() {
+		if st := dep.Statuses[len(dep.Statuses)-1]; st.State != "inactive" {
+			t.Errorf("deployment %d is %s after down", dep.ID, st.State)
+		}
+	}
+	t.Logf("GitHub requests over the three runs: %d", len(gh.Calls()))
+}
+
+// TestActionUnderActNotContained: on the cluster without an enforcer the step fails with
+// AF-RUN-043, the check fails naming the routes that got out, and the comment says so.
+func TestActionUnderActNotContained(t *testing.T) {
+	r := newActRepo(t, false)
+	out, err := r.run("up", "opened", strings.Repeat("f", 40))
+	if err == nil || !strings.Contains(out, "::error::AF-RUN-043") && !strings.Contains(out, "AF-RUN-043") {
+		t.Fatalf("act: %v, want the step failed with AF-RUN-043\n%s", err, out)
+	}
+	cr := r.gh.CheckRuns()
+	if len(cr) != 1 || cr[0].Conclusion != "failure" || !strings.Contains(cr[0].Title, "Not contained: escaped by") || !strings.Contains(cr[0].Title, "tcp-public") {
+		t.Fatalf("check runs %+v", cr)
+	}
+	c := r.gh.Comments(21)
+	if len(c) != 1 || !strings.Contains(c[0].Body, "Not contained") || !strings.Contains(c[0].Body, "| tcp-public | **escaped**") {
+		t.Fatalf("comments %+v", c)
+	}
+	if !strings.Contains(out, "contained=false") {
+		t.Errorf("a later step did not read contained=false:\n%s", out)
+	}
+	t.Logf("check: %s", cr[0].Title)
+}
