@@ -125,7 +125,7 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	}
 	files := map[string]string{
 		"action.yml": string(ayml),
-		"af.yaml": string(shopManifest),
+		"af.yaml":    string(shopManifest),
 		".github/workflows/preview.yml": `name: preview
 on: [pull_request]
 jobs:
