@@ -26,6 +26,8 @@ case "${1:-}" in
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     fi
+    # A container on the host network leaves the daemon's handle on it mounted (exec/netns/default).
+    awk -v r="$run/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount "$m" || umount -l "$m"; done
     rm -rf "$run" ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac
