@@ -51,11 +51,9 @@ var Paths = []string{
 	"/app/installations",
 }
 
-// Cache is where the npm packages and the cut-down description are kept.
+// Cache is where the npm packages and the cut-down description are kept: $HOME/.cache/af, as
+// for every heavy thing the tests fetch or build.
 func Cache() string {
-	if d := os.Getenv("AF_CACHE"); d != "" {
-		return d
-	}
 	home, err := os.UserHomeDir()
 	if err != nil {
 		home = os.TempDir()

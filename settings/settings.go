@@ -41,6 +41,7 @@ var Vars = []Var{
 	{Name: "AF_REGISTRY_PASSWORD", Meaning: "the password or token for runtime.registry; with AF_REGISTRY_USERNAME", Default: ""},
 	{Name: "AF_CONTAINERD_ADDRESS", Meaning: "the socket of the containerd of the node af runs on: images are imported there (ctr images import), whatever the context", Default: "none: a registry, or kind/k3d import"},
 	{Name: "DOCKER_HOST", Meaning: "the container daemon that builds build: services", Default: "the docker CLI's default"},
+	{Name: "AF_GITHUB_RATE_WAIT", Meaning: "the longest the action and the App wait out GitHub's rate limits in all, before giving up with AF-GH-004", Default: "5m"},
 	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
 	{Name: "AF_URL_SCHEME", Meaning: "the scheme of preview URLs: http or https", Default: "https"},
 	{Name: "AF_INGRESS_ADDRESS", Meaning: "host:port where the ingress controller is reached when preview hosts do not resolve from where af runs", Default: "the preview host's own address"},
