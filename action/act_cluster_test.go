@@ -96,9 +96,11 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	}
 	docker("load", "--input", archive)
 
-	// The example's two services, from their static binaries, on the node: given to the action
-	// through its images input (as an earlier build step would).
-	shopImages := map[string]string{}
+	// The example's two services, from their static binaries. web is on the node already, given
+	// through the images input (as an earlier build step would give it); worker is built by the
+	// action itself, inside its container, through the runner's Docker socket (the Engine API:
+	// the image has no docker CLI), and pushed to the cluster's registry (the registry input).
+	bins := map[string]string{}
 	for _, svc := range []string{"web", "worker"} {
 		out := filepath.Join(work, "shop-"+svc)
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./"+svc)
@@ -106,15 +108,23 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 		if o, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", svc, err, o)
 		}
-		ref := fmt.Sprintf("af.local/shop-%s:act-%d", svc, time.Now().Unix())
-		if err := h.ImportBinaryImage(ctx, ref, out); err != nil {
-			t.Fatal(err)
-		}
-		shopImages[svc] = ref
+		bins[svc] = out
 	}
-	shopManifest, err := os.ReadFile("../examples/shop/af.yaml")
+	webImage := fmt.Sprintf("af.local/shop-web:act-%d", time.Now().Unix())
+	if err := h.ImportBinaryImage(ctx, webImage, bins["web"]); err != nil {
+		t.Fatal(err)
+	}
+	workerBinary, err := os.ReadFile(bins["worker"])
 	if err != nil {
 		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../examples/shop/af.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shopManifest := strings.Replace(string(example), "      context: .\n      dockerfile: worker/Dockerfile\n", "      context: worker-image\n", 1)
+	if shopManifest == string(example) {
+		t.Fatal("the example's worker build is not where the test expects it")
 	}
 
 	// A repository: the action (this one's action.yml), the example's manifest and a workflow.
@@ -124,8 +134,10 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 		t.Fatal(err)
 	}
 	files := map[string]string{
-		"action.yml": string(ayml),
-		"af.yaml":    string(shopManifest),
+		"action.yml":               string(ayml),
+		"af.yaml":                  shopManifest,
+		"worker-image/Dockerfile":  "FROM scratch\nCOPY shop-worker /shop-worker\nUSER 65532:65532\nENTRYPOINT [\"/shop-worker\"]\n",
+		"worker-image/shop-worker": string(workerBinary),
 		".github/workflows/preview.yml": `name: preview
 on: [pull_request]
 jobs:
@@ -139,9 +151,9 @@ jobs:
           command: ${{ env.AF_COMMAND }}
           kubeconfig: ${{ secrets.KUBECONFIG }}
           token: ${{ secrets.GITHUB_TOKEN }}
+          registry: ${{ env.REGISTRY }}
           images: |
             web=${{ env.WEB_IMAGE }}
-            worker=${{ env.WORKER_IMAGE }}
       - if: always()
         run: echo "read by a later step url=${{ steps.af.outputs.url }} contained=${{ steps.af.outputs.contained }} namespace=${{ steps.af.outputs.namespace }}"
 `,
@@ -151,7 +163,11 @@ jobs:
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(name, "/shop-worker") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,8 +196,8 @@ jobs:
 		"AF_INGRESS_CONTROLLER": "af-ingress/app.kubernetes.io/name=traefik",
 		"AF_INGRESS_ADDRESS":    h.IngressHTTP,
 		"AF_URL_SCHEME":         "http",
-		"WEB_IMAGE":             shopImages["web"],
-		"WORKER_IMAGE":          shopImages["worker"],
+		"WEB_IMAGE":             webImage,
+		"REGISTRY":              h.Registry + "/af-act",
 	}
 	for k, v := range h.GateEnv() {
 		env[k] = v
@@ -195,7 +211,7 @@ jobs:
 		args := []string{"pull_request", "-W", ".github/workflows/preview.yml", "-e", ev,
 			"-P", "ubuntu-latest=-self-hosted", "--pull=false", "--no-cache-server",
 			"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s --network host", cache, cache, work, work),
-			"--container-daemon-socket", "-",
+			"--container-daemon-socket", dockerHost, // mounted into the action's container, as the runner does
 			"-s", "GITHUB_TOKEN=" + tok, "-s", "KUBECONFIG=" + string(kubeconfig), "--env", "AF_COMMAND=" + command}
 		for k, v := range env {
 			args = append(args, "--env", k+"="+v)
@@ -250,6 +266,11 @@ func TestActionUnderAct(t *testing.T) {
 	}
 	if !strings.Contains(out, "read by a later step url=http://shop-pr-21-web.preview.af.test/ contained=true namespace=af-env-shop-pr-21") {
 		t.Errorf("a later step did not read the outputs:\n%s", out)
+	}
+	for _, want := range []string{"build worker: Engine API POST /build", "images: worker is " + h.Registry + "/af-act/shop/worker@sha256:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the action did not build and push worker through the socket (%q):\n%s", want, out)
+		}
 	}
 	if !strings.Contains(out, "***") {
 		t.Errorf("act's output shows no masked value")

@@ -28,6 +28,9 @@ type Docker struct {
 	// Timeout bounds one build (default 15 minutes).
 	Timeout  time.Duration
 	Progress func(format string, args ...any)
+	// API speaks the daemon's Engine API directly even when the docker CLI is installed;
+	// without the CLI af always does (engineapi.go).
+	API bool
 }
 
 // BuildSpec is one service's build.
@@ -49,6 +52,9 @@ func (d *Docker) command(ctx context.Context, args ...string) *exec.Cmd {
 
 // Available checks that the CLI is there and a daemon answers, within ten seconds.
 func (d *Docker) Available(ctx context.Context) error {
+	if d.useAPI() {
+		return d.apiAvailable(ctx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := d.command(ctx, "version", "--format", "{{.Server.Version}}").CombinedOutput()
@@ -91,9 +97,16 @@ func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) er
 		args = append(args, "--build-arg", k+"="+b.Args[k])
 	}
 	args = append(args, b.Context)
-	progress(d.Progress, "build %s: docker %s", b.Service, strings.Join(args, " "))
 	start := time.Now()
-	tail, err := d.stream(ctx, b.Service, args...)
+	var tail string
+	var err error
+	if d.useAPI() {
+		progress(d.Progress, "build %s: Engine API POST /build (context %s, dockerfile %s)", b.Service, b.Context, dockerfile)
+		tail, err = d.apiBuild(ctx, b, tag, archive, dockerfile)
+	} else {
+		progress(d.Progress, "build %s: docker %s", b.Service, strings.Join(args, " "))
+		tail, err = d.stream(ctx, b.Service, args...)
+	}
 	if err != nil {
 		why := err.Error()
 		if ctx.Err() == context.DeadlineExceeded {
@@ -101,8 +114,10 @@ func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) er
 		}
 		return failure.New(failure.BuildFailed, fmt.Sprintf("building %s (%s): %s; last lines:\n%s", b.Service, filepath.Join(b.Context, dockerfile), why, indent(tail)), err)
 	}
-	if out, err := d.command(ctx, "save", "--output", archive, tag).CombinedOutput(); err != nil {
-		return failure.New(failure.BuildFailed, fmt.Sprintf("saving %s: %v: %s", tag, err, lastLines(string(out), 3)), err)
+	if !d.useAPI() {
+		if out, err := d.command(ctx, "save", "--output", archive, tag).CombinedOutput(); err != nil {
+			return failure.New(failure.BuildFailed, fmt.Sprintf("saving %s: %v: %s", tag, err, lastLines(string(out), 3)), err)
+		}
 	}
 	progress(d.Progress, "build %s: built in %s", b.Service, time.Since(start).Round(100*time.Millisecond))
 	return nil

@@ -34,8 +34,20 @@ func daemon(t *testing.T) *Docker {
 // TestBuildWithTheDaemon builds a multi-stage Dockerfile with a build argument and a target on
 // a real daemon, saves it, and reads the archive back: the target stage's file, the argument's
 // value, the entrypoint.
+//
+// Both ways af talks to the daemon: the docker CLI, and the Engine API itself (the action's
+// image has no CLI).
 func TestBuildWithTheDaemon(t *testing.T) {
-	d := daemon(t)
+	for _, api := range []bool{false, true} {
+		t.Run(map[bool]string{false: "docker CLI", true: "Engine API"}[api], func(t *testing.T) {
+			d := daemon(t)
+			d.API = api
+			buildWithTheDaemon(t, d)
+		})
+	}
+}
+
+func buildWithTheDaemon(t *testing.T, d *Docker) {
 	ctx := context.Background()
 	if err := d.Available(ctx); err != nil {
 		t.Fatal(err)
@@ -47,11 +59,14 @@ func TestBuildWithTheDaemon(t *testing.T) {
 		}
 	}
 	write("greeting.txt", "hello from the build context\n")
+	write(".dockerignore", "*.secret\n")
+	write("key.secret", "never sent to the daemon\n")
 	write("other.txt", "the other stage\n")
 	write("build.Dockerfile", `FROM scratch AS app
 ARG FLAVOUR=plain
 LABEL flavour=$FLAVOUR
 COPY greeting.txt /greeting.txt
+COPY . /ctx/
 ENTRYPOINT ["/app"]
 
 FROM scratch AS other
@@ -91,6 +106,9 @@ COPY other.txt /other.txt
 		}
 		rc.Close()
 	}
+	if _, sent := files["ctx/key.secret"]; sent || files["ctx/greeting.txt"] == "" {
+		t.Errorf(".dockerignore not honoured: the context in the image holds %v", files)
+	}
 	if files["greeting.txt"] != "hello from the build context\n" || files["other.txt"] != "" {
 		t.Errorf("files in the image: %v", files)
 	}
@@ -103,11 +121,48 @@ COPY other.txt /other.txt
 	}
 }
 
+// TestContextTar: the context sent to the Engine API leaves out what .dockerignore excludes,
+// keeps what it re-includes, and always holds the Dockerfile.
+func TestContextTar(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		".dockerignore": "node_modules\n*.log\n!keep.log\nDockerfile\n", "Dockerfile": "FROM scratch\n", "main.go": "package main\n",
+		"debug.log": "x", "keep.log": "y", "node_modules/a/b.js": "z", "sub/c.txt": "c",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := contextBytes(dir, "Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(strings.NewReader(string(b)))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		got = append(got, h.Name)
+	}
+	want := []string{".dockerignore", "Dockerfile", "keep.log", "main.go", "sub/", "sub/c.txt"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("context holds %v, want %v", got, want)
+	}
+}
+
 // TestNoDaemon: a daemon that does not answer is AF-RUN-008 saying where af looked.
 func TestNoDaemon(t *testing.T) {
-	d := &Docker{Host: "unix://" + filepath.Join(t.TempDir(), "nothing.sock")}
-	err := d.Available(context.Background())
-	if !errors.Is(err, failure.BuildFailed) || !strings.Contains(err.Error(), "no container daemon answered at unix://") {
-		t.Errorf("got %v", err)
+	for _, api := range []bool{false, true} {
+		d := &Docker{Host: "unix://" + filepath.Join(t.TempDir(), "nothing.sock"), API: api}
+		err := d.Available(context.Background())
+		if !errors.Is(err, failure.BuildFailed) || !strings.Contains(err.Error(), "no container daemon answered at unix://") {
+			t.Errorf("api %v: got %v", api, err)
+		}
 	}
 }
