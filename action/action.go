@@ -455,16 +455,6 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 		if err != nil {
 			return nil, err
 		}
-		dir, err := os.MkdirTemp(r.tempDir(), "af-build-")
-		if err != nil {
-			return nil, failure.New(failure.Internal, "a directory for the built images", err)
-		}
-		defer os.RemoveAll(dir)
-		for name, s := range r.man.Services {
-			if s.Build != nil && imgs[name] == "" {
-				tars[name] = filepath.Join(dir, name+".tar")
-			}
-		}
 		base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
 		if err := images.BuildServices(ctx, d, r.man, base, imgs, tars); err != nil {
 			return nil, err

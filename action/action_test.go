@@ -485,3 +485,24 @@ func TestReportingFailureTolerated(t *testing.T) {
 		t.Fatalf("a failed environment exited %d while reporting failed", o.Exit)
 	}
 }
+
+// A build: service with no image given is built with the daemon; with none answering, the step
+// fails with AF-RUN-008 naming the service, and the check says so. No environment is touched.
+func TestBuildWithoutDaemon(t *testing.T) {
+	gh := githubtest.New(t, token)
+	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-16")}
+	built := strings.Replace(shop, "    image: shop/worker:1.0\n", "    build: {context: worker}\n", 1)
+	j := newJob(t, gh, rt, built)
+	j.env["DOCKER_HOST"] = "unix://" + filepath.Join(t.TempDir(), "no-daemon.sock")
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 16, sha1, false))
+	o, log := j.run()
+	if o.Exit != failure.ExitFailure || !strings.Contains(log, "AF-RUN-008") || !strings.Contains(log, "worker") {
+		t.Fatalf("exit %d\n%s", o.Exit, log)
+	}
+	if len(rt.Calls()) != 0 {
+		t.Fatalf("the runtime was asked %v before the images existed", rt.Calls())
+	}
+	if c := gh.CheckRuns(); len(c) != 1 || c[0].Conclusion != "failure" || !strings.Contains(c[0].Title, "AF-RUN-008") {
+		t.Fatalf("check runs %+v", c)
+	}
+}
