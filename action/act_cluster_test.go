@@ -202,6 +202,9 @@ jobs:
 	for k, v := range h.GateEnv() {
 		env[k] = v
 	}
+	// The runner mounts its Docker socket into container actions at /var/run/docker.sock; act
+	// also hands the container its own DOCKER_HOST, so the socket is at that path too.
+	sock := strings.TrimPrefix(dockerHost, "unix://")
 	runAct := func(command, action, sha string) (string, error) {
 		t.Helper()
 		ev := filepath.Join(work, "event-"+action+".json")
@@ -210,8 +213,8 @@ jobs:
 		}
 		args := []string{"pull_request", "-W", ".github/workflows/preview.yml", "-e", ev,
 			"-P", "ubuntu-latest=-self-hosted", "--pull=false", "--no-cache-server",
-			"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s --network host", cache, cache, work, work),
-			"--container-daemon-socket", dockerHost, // mounted into the action's container, as the runner does
+			"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s -v %s:/var/run/docker.sock -v %s:%s --network host", cache, cache, work, work, sock, sock, sock),
+			"--container-daemon-socket", "-",
 			"-s", "GITHUB_TOKEN=" + tok, "-s", "KUBECONFIG=" + string(kubeconfig), "--env", "AF_COMMAND=" + command}
 		for k, v := range env {
 			args = append(args, "--env", k+"="+v)

@@ -457,6 +457,9 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 		}
 		base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
 		if err := images.BuildServices(ctx, d, r.man, base, imgs, tars); err != nil {
+			if fe := failure.As(err); fe != nil && errors.Is(err, failure.BuildFailed) {
+				return nil, fe.WithHint("Give each service built from source in the images input (SERVICE=REF, built by an earlier step), or let the job's Docker socket (/var/run/docker.sock, or DOCKER_HOST) reach a daemon.")
+			}
 			return nil, err
 		}
 	}
