@@ -81,7 +81,7 @@ func upResult(env string) *afruntime.Result {
 
 // job is one workflow job: its workspace, files and environment.
 type job struct {
-	t       *testing.T
+	t       testing.TB
 	gh      *githubtest.Server
 	rt      *runtimetest.Fake
 	dir     string
@@ -93,7 +93,7 @@ type job struct {
 	output  string
 }
 
-func newJob(t *testing.T, gh *githubtest.Server, rt *runtimetest.Fake, manifestText string) *job {
+func newJob(t testing.TB, gh *githubtest.Server, rt *runtimetest.Fake, manifestText string) *job {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "af.yaml"), []byte(manifestText), 0o644); err != nil {
@@ -505,4 +505,75 @@ func TestBuildWithoutDaemon(t *testing.T) {
 	if c := gh.CheckRuns(); len(c) != 1 || c[0].Conclusion != "failure" || !strings.Contains(c[0].Title, "AF-RUN-008") {
 		t.Fatalf("check runs %+v", c)
 	}
+}
+
+// workflow_dispatch names the pull request by input; the commit is the dispatched ref's.
+func TestWorkflowDispatch(t *testing.T) {
+	gh := githubtest.New(t, token)
+	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-17")}
+	j := newJob(t, gh, rt, shop)
+	j.env["GITHUB_EVENT_NAME"], j.env["GITHUB_SHA"], j.env["GITHUB_REF"] = "workflow_dispatch", sha2, "refs/heads/feature"
+	j.inputs["pr-number"] = "17"
+	if o, log := j.run(); o.Exit != 0 {
+		t.Fatalf("exit %d: %v\n%s", o.Exit, o.Err, log)
+	}
+	if c := rt.Calls(); len(c) != 1 || c[0].Spec.ID != "shop-pr-17" {
+		t.Fatalf("runtime calls %+v", c)
+	}
+	if c := gh.CheckRuns(); len(c) != 1 || c[0].HeadSHA != sha2 {
+		t.Fatalf("check runs %+v", c)
+	}
+	// Without pr-number or environment there is nothing to name the environment by.
+	delete(j.inputs, "pr-number")
+	if o, log := j.run(); o.Exit != failure.ExitInput || !strings.Contains(log, "input pr-number") {
+		t.Fatalf("exit %d\n%s", o.Exit, log)
+	}
+	// An environment id instead: no pull request to report on, only the summary and outputs.
+	j.inputs["environment"] = "shop-manual"
+	rt.UpResult = upResult("shop-manual")
+	before := len(gh.Calls())
+	if o, log := j.run(); o.Exit != 0 {
+		t.Fatalf("exit %d: %v\n%s", o.Exit, o.Err, log)
+	}
+	if c := rt.Calls(); c[len(c)-1].Spec.ID != "shop-manual" {
+		t.Fatalf("runtime calls %+v", c)
+	}
+	if n := len(gh.Calls()); n != before {
+		t.Fatalf("%d GitHub requests for an environment with no pull request", n-before)
+	}
+}
+
+// Each part of the report is switchable by the manifest's github: block.
+func TestReportSwitches(t *testing.T) {
+	gh := githubtest.New(t, token)
+	off := strings.Replace(shop, "github:\n", "github:\n  comment: false\n  deployment: false\n", 1)
+	j := newJob(t, gh, &runtimetest.Fake{UpResult: upResult("shop-pr-18")}, off)
+	gh.SetFile(strings.Repeat("b", 40), "af.yaml", off)
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 18, sha1, false))
+	if o, log := j.run(); o.Exit != 0 {
+		t.Fatalf("exit %d: %v\n%s", o.Exit, o.Err, log)
+	}
+	if len(gh.Comments(18)) != 0 || len(gh.Deployments()) != 0 || len(gh.CheckRuns()) != 1 {
+		t.Fatalf("comments %d, deployments %d, checks %d: want only the check", len(gh.Comments(18)), len(gh.Deployments()), len(gh.CheckRuns()))
+	}
+}
+
+// BenchmarkReportingOverhead measures what the action adds to af up: GitHub requests and their
+// time per run (a pull request's first run, against the stand-in on loopback).
+func BenchmarkReportingOverhead(b *testing.B) {
+	gh := githubtest.New(b, token)
+	var requests int
+	var spent time.Duration
+	for i := 0; i < b.N; i++ {
+		j := newJob(b, gh, &runtimetest.Fake{UpResult: upResult("shop-pr-19")}, shop)
+		j.event("pull_request", githubtest.PullRequestEvent(b, "synchronize", "acme/shop", 19, sha1, false))
+		o, log := j.run()
+		if o.Exit != 0 {
+			b.Fatalf("exit %d\n%s", o.Exit, log)
+		}
+		requests += o.Requests
+		spent += o.GitHub
+	}
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+	b.ReportMetric(float64(spent.Microseconds())/float64(b.N), "github-µs/op")
 }
