@@ -458,7 +458,13 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 		base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
 		if err := images.BuildServices(ctx, d, r.man, base, imgs, tars); err != nil {
 			if fe := failure.As(err); fe != nil && errors.Is(err, failure.BuildFailed) {
-				return nil, fe.WithHint("Give each service built from source in the images input (SERVICE=REF, built by an earlier step), or let the job's Docker socket (/var/run/docker.sock, or DOCKER_HOST) reach a daemon.")
+				var built []string
+				for _, name := range manifest.StartOrder(r.man.Services) {
+					if r.man.Services[name].Build != nil && imgs[name] == "" {
+						built = append(built, name)
+					}
+				}
+				return nil, fe.WithHint("Services " + strings.Join(built, ", ") + " are built from source: give each in the images input (SERVICE=REF, built by an earlier step), or let the job's Docker socket (/var/run/docker.sock, or DOCKER_HOST) reach a daemon.")
 			}
 			return nil, err
 		}
@@ -565,12 +571,18 @@ func orEmpty(m map[string]string) map[string]string {
 	return m
 }
 
-func (r *run) down(ctx context.Context) error {
+// target names the environment and builds its runtime: what down and status do first.
+func (r *run) target() (afruntime.Ref, afruntime.Runtime, error) {
 	ref, err := r.ref()
 	if err != nil {
-		return err
+		return ref, nil, err
 	}
 	rt, err := r.runtime()
+	return ref, rt, err
+}
+
+func (r *run) down(ctx context.Context) error {
+	ref, rt, err := r.target()
 	if err != nil {
 		return err
 	}
@@ -615,11 +627,7 @@ func (r *run) down(ctx context.Context) error {
 }
 
 func (r *run) status(ctx context.Context) error {
-	ref, err := r.ref()
-	if err != nil {
-		return err
-	}
-	rt, err := r.runtime()
+	ref, rt, err := r.target()
 	if err != nil {
 		return err
 	}

@@ -85,10 +85,9 @@ func schemaFor(event, action string) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// Event returns a copy of the first example payload of event (with action, if not empty)
-// from @octokit/webhooks-examples that GitHub's webhook description accepts. Change it, then
-// check it again with ValidateEvent.
-func Event(t testing.TB, event, action string) map[string]any {
+// mustSchema loads the examples and the webhook description, and returns the schema of event
+// with action.
+func mustSchema(t testing.TB, event, action string) *jsonschema.Schema {
 	t.Helper()
 	if err := loadEvents(); err != nil {
 		t.Fatal(err)
@@ -97,6 +96,15 @@ func Event(t testing.TB, event, action string) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// Event returns a copy of the first example payload of event (with action, if not empty)
+// from @octokit/webhooks-examples that GitHub's webhook description accepts. Change it, then
+// check it again with ValidateEvent.
+func Event(t testing.TB, event, action string) map[string]any {
+	t.Helper()
+	s := mustSchema(t, event, action)
 	for _, e := range examples {
 		if e.Name != event {
 			continue
@@ -151,13 +159,7 @@ func Event(t testing.TB, event, action string) map[string]any {
 // ValidateEvent fails the test when GitHub's webhook description refuses payload.
 func ValidateEvent(t testing.TB, event, action string, payload map[string]any) []byte {
 	t.Helper()
-	if err := loadEvents(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := schemaFor(event, action)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustSchema(t, event, action)
 	b, err := json.Marshal(payload)
 	if err != nil {
 		t.Fatal(err)
