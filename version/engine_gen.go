@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "c680d1305c336740"
+const EngineDigest = "73ee79c9ebf57338"
