@@ -313,6 +313,16 @@ var (
 		Do: "A maintainer who agrees with the new rules adds the manifest's github.label to the pull " +
 			"request and runs the workflow again; merging the change makes them the base rules.",
 	}
+	AppConfigInvalid = &Entry{
+		Code:  "AF-GH-007",
+		Title: "App configuration invalid",
+		Exit:  ExitInput,
+		Means: "The af GitHub App (af app serve) is missing a setting it cannot run without, or has one " +
+			"it cannot read: the webhook secret, the App's id or private key. It did not start, so no " +
+			"delivery was accepted.",
+		Do: "The message names the setting. The webhook secret and the private key are the ones " +
+			"GitHub showed when the App was created (the App's settings page on GitHub).",
+	}
 	Internal = &Entry{
 		Code:  "AF-RUN-099",
 		Title: "unexpected failure",
@@ -326,7 +336,7 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
-		ActionInputInvalid, EventUnsupported, GitHubRequestFailed, RateLimited, ForkNotApproved, EgressNotApproved,
+		ActionInputInvalid, EventUnsupported, GitHubRequestFailed, RateLimited, ForkNotApproved, EgressNotApproved, AppConfigInvalid,
 		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted, BuildFailed,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,

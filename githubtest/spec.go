@@ -32,6 +32,8 @@ const (
 	OpenAPIPackage  = "@octokit/openapi@23.0.2"
 	WebhooksPackage = "@octokit/openapi-webhooks@12.1.0"
 	ExamplesPackage = "@octokit/webhooks-examples@7.6.1"
+	// MethodsPackage is GitHub's reference implementation of webhook signing.
+	MethodsPackage = "@octokit/webhooks-methods@6.0.0"
 )
 
 // Paths are the REST operations af calls: the description is cut down to these.
@@ -79,7 +81,7 @@ func NPMFile(pkg, file string) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--prefix", dir, OpenAPIPackage, WebhooksPackage, ExamplesPackage)
+	cmd := exec.Command("npm", "install", "--no-audit", "--no-fund", "--prefix", dir, OpenAPIPackage, WebhooksPackage, ExamplesPackage, MethodsPackage)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm install %s into %s: %w\n%s", pkg, dir, err, out)
 	}

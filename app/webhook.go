@@ -1,0 +1,242 @@
+// Package app is the af GitHub App: the webhook endpoint that turns a closed pull request into
+// a teardown, the queue and workers that carry it out, and the reaper for what webhooks miss.
+//
+// This file is the endpoint: it verifies X-Hub-Signature-256 in constant time before it reads
+// anything else, bounds the body, reads JSON and form-encoded deliveries, de-duplicates on
+// X-GitHub-Delivery, acknowledges at once and hands the work to a queue.
+package app
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/antifailure/af/failure"
+)
+
+// MaxBody is the largest delivery read: GitHub sends at most 25 MB.
+const MaxBody = 25 << 20
+
+// Teardown is one environment to remove, asked for by a delivery or by the reaper.
+type Teardown struct {
+	Delivery       string
+	Repository     string // OWNER/NAME
+	PullRequest    int
+	HeadSHA        string
+	Merged         bool
+	InstallationID int64
+	// Reason says why: the pull request was closed, merged, or its environment expired.
+	Reason string
+}
+
+// Queue takes teardowns; Enqueue must not block for long (the delivery waits on it).
+type Queue interface {
+	Enqueue(Teardown) error
+}
+
+// Webhook is the POST /webhook handler.
+type Webhook struct {
+	secret []byte
+	queue  Queue
+	log    *slog.Logger
+	seen   *deliveries
+}
+
+// NewWebhook returns the handler. An empty secret is refused: go-github's own validation, and
+// any other, accepts every payload without one.
+func NewWebhook(secret []byte, q Queue, log *slog.Logger) (*Webhook, error) {
+	if len(secret) == 0 {
+		return nil, failure.Newf(failure.AppConfigInvalid, "no webhook secret: without one any caller could tear environments down (set AF_APP_WEBHOOK_SECRET to the App's webhook secret)")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Webhook{secret: secret, queue: q, log: log, seen: newDeliveries(10000)}, nil
+}
+
+// Outcome of one delivery, for logs and metrics.
+const (
+	Queued     = "queued"
+	Duplicate  = "duplicate"
+	Ignored    = "ignored"
+	Ack        = "acknowledged"
+	BadSig     = "bad-signature"
+	BadRequest = "bad-request"
+)
+
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	result, status, msg := h.handle(w, r)
+	delivery := r.Header.Get("X-GitHub-Delivery")
+	h.log.Info("delivery", "delivery", delivery, "event", r.Header.Get("X-GitHub-Event"), "result", result, "status", status)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	if msg != "" {
+		fmt.Fprintln(w, msg)
+	}
+}
+
+func (h *Webhook) handle(w http.ResponseWriter, r *http.Request) (string, int, string) {
+	if r.Method != http.MethodPost {
+		return BadRequest, http.StatusMethodNotAllowed, "POST only"
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return BadRequest, http.StatusRequestEntityTooLarge, "the body is over 25 MB"
+		}
+		return BadRequest, http.StatusBadRequest, "the body could not be read"
+	}
+	// The signature first: nothing about an unsigned body is looked at, or logged.
+	if !Verify(h.secret, body, r.Header.Get("X-Hub-Signature-256")) {
+		return BadSig, http.StatusUnauthorized, "X-Hub-Signature-256 is missing or wrong"
+	}
+	delivery := r.Header.Get("X-GitHub-Delivery")
+	event := r.Header.Get("X-GitHub-Event")
+	if delivery == "" || event == "" {
+		return BadRequest, http.StatusBadRequest, "X-GitHub-Delivery and X-GitHub-Event are required"
+	}
+	payload, err := jsonPayload(r.Header.Get("Content-Type"), body)
+	if err != nil {
+		return BadRequest, http.StatusBadRequest, err.Error()
+	}
+	switch event {
+	case "ping", "installation", "installation_repositories":
+		if !json.Valid(payload) {
+			return BadRequest, http.StatusBadRequest, "the payload is not JSON"
+		}
+		return Ack, http.StatusAccepted, ""
+	case "pull_request":
+	default:
+		return Ignored, http.StatusNoContent, ""
+	}
+	var ev pullRequestEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return BadRequest, http.StatusBadRequest, "the pull_request payload does not have GitHub's shape: " + err.Error()
+	}
+	if ev.Action != "closed" {
+		return Ignored, http.StatusNoContent, "" // the action brings environments up
+	}
+	if ev.PullRequest == nil || ev.Repository == nil || ev.Repository.FullName == "" || ev.Number < 1 {
+		return BadRequest, http.StatusBadRequest, "the pull_request payload names no repository or number"
+	}
+	if !h.seen.add(delivery) {
+		return Duplicate, http.StatusAccepted, ""
+	}
+	td := Teardown{Delivery: delivery, Repository: ev.Repository.FullName, PullRequest: ev.Number,
+		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: "the pull request was closed"}
+	if td.Merged {
+		td.Reason = "the pull request was merged"
+	}
+	if ev.Installation != nil {
+		td.InstallationID = ev.Installation.ID
+	}
+	if err := h.queue.Enqueue(td); err != nil {
+		h.seen.remove(delivery) // let GitHub's redelivery try again
+		return BadRequest, http.StatusServiceUnavailable, "the teardown queue refused the work: " + err.Error()
+	}
+	return Queued, http.StatusAccepted, ""
+}
+
+type pullRequestEvent struct {
+	Action      string `json:"action"`
+	Number      int    `json:"number"`
+	PullRequest *struct {
+		Merged bool `json:"merged"`
+		Head   struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+	} `json:"pull_request"`
+	Repository *struct {
+		FullName string `json:"full_name"`
+	} `json:"repository"`
+	Installation *struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+}
+
+// jsonPayload returns the JSON of a delivery: the body itself, or its payload= field when
+// the App delivers form-encoded.
+func jsonPayload(contentType string, body []byte) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return nil, fmt.Errorf("Content-Type %q is not application/json or application/x-www-form-urlencoded", contentType)
+	}
+	switch mt {
+	case "application/json":
+		return body, nil
+	case "application/x-www-form-urlencoded":
+		v, err := url.ParseQuery(string(body))
+		if err != nil || v.Get("payload") == "" {
+			return nil, errors.New("a form-encoded delivery without a payload field")
+		}
+		return []byte(v.Get("payload")), nil
+	}
+	return nil, fmt.Errorf("Content-Type %q is not application/json or application/x-www-form-urlencoded", contentType)
+}
+
+// Sign returns the X-Hub-Signature-256 value GitHub sends for body.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify says whether header is body's SHA-256 signature, comparing in constant time. The
+// SHA-1 header (X-Hub-Signature) is never accepted in its place.
+func Verify(secret, body []byte, header string) bool {
+	hexSig, ok := strings.CutPrefix(header, "sha256=")
+	if !ok {
+		return false
+	}
+	got, err := hex.DecodeString(hexSig)
+	if err != nil || len(got) != sha256.Size {
+		return false
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return hmac.Equal(got, m.Sum(nil))
+}
+
+// deliveries remembers the last n delivery ids, in memory: a redelivery while the App runs is
+// acknowledged and does nothing. After a restart the ids are gone; teardown is idempotent, so a
+// redelivery then runs a teardown that finds nothing left to do.
+type deliveries struct {
+	mu    sync.Mutex
+	max   int
+	order []string
+	ids   map[string]bool
+}
+
+func newDeliveries(max int) *deliveries { return &deliveries{max: max, ids: map[string]bool{}} }
+
+func (d *deliveries) add(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ids[id] {
+		return false
+	}
+	d.ids[id] = true
+	d.order = append(d.order, id)
+	if len(d.order) > d.max {
+		delete(d.ids, d.order[0])
+		d.order = d.order[1:]
+	}
+	return true
+}
+
+func (d *deliveries) remove(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.ids, id)
+}
