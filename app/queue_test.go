@@ -83,7 +83,12 @@ func TestBackoff(t *testing.T) {
 	calls := 0
 	p := NewPool(1, func(context.Context, Teardown) error { calls++; return errors.New("no") }, nil)
 	p.Attempts, p.Base, p.Max = 5, 100*time.Millisecond, 300*time.Millisecond
-	p.Sleep = func(_ context.Context, d time.Duration) error { mu.Lock(); waits = append(waits, d); mu.Unlock(); return nil }
+	p.Sleep = func(_ context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return nil
+	}
 	_ = p.Enqueue(Teardown{Repository: "acme/shop", PullRequest: 1})
 	p.Close(contextWithTimeout(t, 5*time.Second))
 	if calls != 5 || len(waits) != 4 {
