@@ -275,6 +275,10 @@ func TestActionUnderAct(t *testing.T) {
 			t.Errorf("the action did not build and push worker through the socket (%q):\n%s", want, out)
 		}
 	}
+	// act shows the step summary the action appended to GITHUB_STEP_SUMMARY.
+	if !strings.Contains(out, "Summary - ## ✅ Preview ready: shop-pr-21") {
+		t.Errorf("act shows no step summary saying the preview is ready:\n%s", out)
+	}
 	if !strings.Contains(out, "***") {
 		t.Errorf("act's output shows no masked value")
 	}
@@ -323,6 +327,9 @@ func TestActionUnderActNotContained(t *testing.T) {
 	c := r.gh.Comments(21)
 	if len(c) != 1 || !strings.Contains(c[0].Body, "Not contained") || !strings.Contains(c[0].Body, "| tcp-public | **escaped**") {
 		t.Fatalf("comments %+v", c)
+	}
+	if !strings.Contains(out, "Summary - ## ⛔ Not contained") {
+		t.Errorf("act shows no step summary saying the environment is not contained:\n%s", out)
 	}
 	if !strings.Contains(out, "contained=false") {
 		t.Errorf("a later step did not read contained=false:\n%s", out)
