@@ -13,21 +13,11 @@ import (
 	"github.com/antifailure/af/githubtest"
 )
 
-func client(t *testing.T, s *githubtest.Server, token string, slept *[]time.Duration) *github.Client {
-	t.Helper()
-	c, _, err := ghclient.New(ghclient.Options{APIURL: s.URL, Token: token, MaxWait: 10 * time.Second,
-		Sleep: func(_ context.Context, d time.Duration) error { *slept = append(*slept, d); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // Every kind of rate-limit refusal is waited out for the time GitHub names, then retried.
 func TestRateLimitsWaitedOut(t *testing.T) {
 	s := githubtest.New(t, "tok")
 	var slept []time.Duration
-	c := client(t, s, "tok", &slept)
+	c := s.Client(t, "tok", &slept)
 	s.Limit("429", "secondary", "primary")
 	if _, _, err := c.Issues.CreateComment(context.Background(), "acme", "shop", 1, &github.IssueComment{Body: github.String("x")}); err != nil {
 		t.Fatal(err)
@@ -48,4 +38,3 @@ func TestRateLimitsWaitedOut(t *testing.T) {
 		t.Fatalf("got %v, want AF-GH-004", ghclient.Classify("commenting", err))
 	}
 }
-

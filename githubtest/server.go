@@ -22,6 +22,9 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/go-github/v62/github"
+
+	"github.com/antifailure/af/ghclient"
 )
 
 // BotLogin is the author of what the action's GITHUB_TOKEN writes.
@@ -134,6 +137,18 @@ func New(t testing.TB, token string) *Server {
 	}
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// Client returns a go-github client of this stand-in for token (package ghclient, rate limits
+// honoured), recording every rate-limit wait in slept instead of sleeping.
+func (s *Server) Client(t testing.TB, token string, slept *[]time.Duration) *github.Client {
+	t.Helper()
+	c, _, err := ghclient.New(ghclient.Options{APIURL: s.URL, Token: token, MaxWait: 10 * time.Second,
+		Sleep: func(_ context.Context, d time.Duration) error { *slept = append(*slept, d); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // AddToken accepts token as login's.

@@ -9,24 +9,13 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/antifailure/af/ghclient"
 	"github.com/antifailure/af/githubtest"
 )
-
-func client(t *testing.T, s *githubtest.Server, token string, slept *[]time.Duration) *github.Client {
-	t.Helper()
-	c, _, err := ghclient.New(ghclient.Options{APIURL: s.URL, Token: token, MaxWait: 10 * time.Second,
-		Sleep: func(_ context.Context, d time.Duration) error { *slept = append(*slept, d); return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func TestCommentsPageAndEdit(t *testing.T) {
 	s := githubtest.New(t, "tok")
 	var slept []time.Duration
-	c := client(t, s, "tok", &slept)
+	c := s.Client(t, "tok", &slept)
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		s.AddComment(7, "someone", "hello")
@@ -65,7 +54,7 @@ func TestCommentsPageAndEdit(t *testing.T) {
 	if got[5].Body != "<!-- af -->second" || len(got) != 6 {
 		t.Fatalf("comments after the edit: %+v", got)
 	}
-	if _, _, err := client(t, s, "wrong", &slept).Issues.CreateComment(ctx, "acme", "shop", 7, &github.IssueComment{Body: github.String("x")}); err == nil {
+	if _, _, err := s.Client(t, "wrong", &slept).Issues.CreateComment(ctx, "acme", "shop", 7, &github.IssueComment{Body: github.String("x")}); err == nil {
 		t.Fatal("a comment with an unknown token was accepted")
 	}
 }
@@ -74,7 +63,7 @@ func TestCommentsPageAndEdit(t *testing.T) {
 func TestRefusesWhatGitHubRefuses(t *testing.T) {
 	s := githubtest.New(t, "tok")
 	var slept []time.Duration
-	c := client(t, s, "tok", &slept)
+	c := s.Client(t, "tok", &slept)
 	ctx := context.Background()
 	many := make([]*github.CheckRunAnnotation, 51)
 	for i := range many {
@@ -123,7 +112,7 @@ func TestRefusesWhatGitHubRefuses(t *testing.T) {
 func TestDeploymentsAndStatuses(t *testing.T) {
 	s := githubtest.New(t, "tok")
 	var slept []time.Duration
-	c := client(t, s, "tok", &slept)
+	c := s.Client(t, "tok", &slept)
 	ctx := context.Background()
 	d, _, err := c.Repositories.CreateDeployment(ctx, "acme", "shop", &github.DeploymentRequest{Ref: github.String(strings.Repeat("c", 40)), Environment: github.String("pr-7"),
 		TransientEnvironment: github.Bool(true), AutoMerge: github.Bool(false), RequiredContexts: &[]string{}})
