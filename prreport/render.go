@@ -7,9 +7,9 @@ package prreport
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -58,11 +58,7 @@ type Facts struct {
 
 // FirstURL returns the URL of the first web service in name order.
 func (f *Facts) FirstURL() string {
-	names := make([]string, 0, len(f.URLs))
-	for n := range f.URLs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(f.URLs))
 	if len(names) == 0 {
 		return ""
 	}
@@ -130,7 +126,7 @@ func body(b *strings.Builder, f *Facts) {
 		fmt.Fprintf(b, "What to do: %s\n\n", f.Failure.Do)
 	}
 	if len(f.URLs) > 0 {
-		names := sortedKeys(f.URLs)
+		names := slices.Sorted(maps.Keys(f.URLs))
 		b.WriteString("| Service | Preview |\n|---|---|\n")
 		for _, n := range names {
 			fmt.Fprintf(b, "| %s | %s |\n", n, f.URLs[n])
@@ -224,15 +220,6 @@ func verdictMark(outcome gate.Outcome) string {
 		return "**escaped** ⛔"
 	}
 	return string(outcome)
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // mdEscape keeps a value from breaking a table row or starting markup.
