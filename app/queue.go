@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -54,19 +56,25 @@ func NewPool(workers int, exec Executor, log *slog.Logger) *Pool {
 	return p
 }
 
-func key(t Teardown) string { return t.Repository + "#" + itoa(t.PullRequest) }
+// key is what teardowns are serialised on: the pull request (all its environments), or for a
+// manual environment its namespace.
+func key(t Teardown) string {
+	if t.PullRequest == 0 && t.Namespace != "" {
+		return "namespace " + t.Namespace
+	}
+	return strings.ToLower(t.Repository) + "#" + strconv.Itoa(t.PullRequest)
+}
 
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
+// merge folds teardown b into a waiting teardown a of the same key: one of a single namespace
+// widens to all of the pull request's when the other asks for them all.
+func merge(a, b Teardown) Teardown {
+	if a.Namespace != b.Namespace {
+		a.Namespace = ""
 	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
+	if a.InstallationID == 0 {
+		a.InstallationID = b.InstallationID
 	}
-	return string(b[i:])
+	return a
 }
 
 // ErrClosed is returned by Enqueue after Close.
@@ -82,11 +90,15 @@ func (p *Pool) Enqueue(t Teardown) error {
 	}
 	k := key(t)
 	if p.running[k] {
+		if w, ok := p.pending[k]; ok {
+			t = merge(w, t)
+		}
 		p.pending[k] = t
 		return nil
 	}
-	for _, r := range p.ready {
+	for i, r := range p.ready {
 		if key(r) == k {
+			p.ready[i] = merge(r, t)
 			return nil
 		}
 	}

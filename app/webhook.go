@@ -35,7 +35,10 @@ type Teardown struct {
 	HeadSHA        string
 	Merged         bool
 	InstallationID int64
-	// Reason says why: the pull request was closed, merged, or its environment expired.
+	// Namespace, when set, limits the teardown to that one environment (the reaper's, for a
+	// manual environment, or one of several a pull request has).
+	Namespace string
+	// Reason says why: ReasonClosed, ReasonMerged or ReasonExpired.
 	Reason string
 }
 
@@ -50,6 +53,8 @@ type Webhook struct {
 	queue  Queue
 	log    *slog.Logger
 	seen   *deliveries
+	// Observe, when set, is told of every delivery: its event, action and result (metrics).
+	Observe func(event, action, result string)
 }
 
 // NewWebhook returns the handler. An empty secret is refused: go-github's own validation, and
@@ -75,9 +80,16 @@ const (
 )
 
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	result, status, msg := h.handle(w, r)
-	delivery := r.Header.Get("X-GitHub-Delivery")
-	h.log.Info("delivery", "delivery", delivery, "event", r.Header.Get("X-GitHub-Event"), "result", result, "status", status)
+	var action string
+	result, status, msg := h.handle(w, r, &action)
+	delivery, event := r.Header.Get("X-GitHub-Delivery"), r.Header.Get("X-GitHub-Event")
+	if result == BadSig {
+		delivery, event = "", "" // unsigned: nothing it says is repeated
+	}
+	h.log.Info("delivery", "delivery", delivery, "event", event, "action", action, "result", result, "status", status)
+	if h.Observe != nil {
+		h.Observe(event, action, result)
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(status)
 	if msg != "" {
@@ -85,7 +97,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Webhook) handle(w http.ResponseWriter, r *http.Request) (string, int, string) {
+func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string) (string, int, string) {
 	if r.Method != http.MethodPost {
 		return BadRequest, http.StatusMethodNotAllowed, "POST only"
 	}
@@ -124,6 +136,7 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request) (string, int, s
 	if err := json.Unmarshal(payload, &ev); err != nil {
 		return BadRequest, http.StatusBadRequest, "the pull_request payload does not have GitHub's shape: " + err.Error()
 	}
+	*action = ev.Action
 	if ev.Action != "closed" {
 		return Ignored, http.StatusNoContent, "" // the action brings environments up
 	}
@@ -134,9 +147,9 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request) (string, int, s
 		return Duplicate, http.StatusAccepted, ""
 	}
 	td := Teardown{Delivery: delivery, Repository: ev.Repository.FullName, PullRequest: ev.Number,
-		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: "the pull request was closed"}
+		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: ReasonClosed}
 	if td.Merged {
-		td.Reason = "the pull request was merged"
+		td.Reason = ReasonMerged
 	}
 	if ev.Installation != nil {
 		td.InstallationID = ev.Installation.ID

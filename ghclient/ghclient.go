@@ -41,6 +41,12 @@ type Options struct {
 	Now func() time.Time
 	// Progress is told of every wait.
 	Progress func(format string, args ...any)
+	// Authenticate, when set, authenticates instead of Token: it wraps the rate-limit
+	// transport (a GitHub App's installation transport, which mints and refreshes its tokens
+	// through the transport it wraps, so token requests honour rate limits too).
+	Authenticate func(http.RoundTripper) http.RoundTripper
+	// Stats, when set, is where the transport counts (several clients may share one).
+	Stats *Stats
 }
 
 // Stats counts what a client did, for the action's measured overhead.
@@ -50,6 +56,18 @@ type Stats struct {
 	Retries  int
 	Waited   time.Duration
 	Elapsed  time.Duration
+	// Remaining is the last X-RateLimit-Remaining GitHub sent, -1 before any.
+	Remaining int
+}
+
+// NewStats returns counters with no rate-limit reading yet.
+func NewStats() *Stats { return &Stats{Remaining: -1} }
+
+// RateRemaining returns the last X-RateLimit-Remaining seen, -1 before any.
+func (s *Stats) RateRemaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Remaining
 }
 
 // Snapshot returns a copy safe to read.
@@ -61,9 +79,17 @@ func (s *Stats) Snapshot() (requests, retries int, waited, elapsed time.Duration
 
 // New returns a go-github client for o, and the counters of its transport.
 func New(o Options) (*github.Client, *Stats, error) {
-	t := &Transport{Base: o.Base, MaxWait: o.MaxWait, Sleep: o.Sleep, Now: o.Now, Progress: o.Progress, Stats: &Stats{}}
-	c := github.NewClient(&http.Client{Transport: t})
-	if o.Token != "" {
+	st := o.Stats
+	if st == nil {
+		st = NewStats()
+	}
+	t := &Transport{Base: o.Base, MaxWait: o.MaxWait, Sleep: o.Sleep, Now: o.Now, Progress: o.Progress, Stats: st}
+	var rt http.RoundTripper = t
+	if o.Authenticate != nil {
+		rt = o.Authenticate(t)
+	}
+	c := github.NewClient(&http.Client{Transport: rt})
+	if o.Token != "" && o.Authenticate == nil {
 		c = c.WithAuthToken(o.Token)
 	}
 	api := strings.TrimRight(o.APIURL, "/")
@@ -122,6 +148,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.count(func(s *Stats) {
 			s.Requests++
 			s.Elapsed += time.Since(start)
+			if resp != nil {
+				if n, err := strconv.Atoi(resp.Header.Get("X-RateLimit-Remaining")); err == nil {
+					s.Remaining = n
+				}
+			}
 		})
 		start = time.Now()
 		if err != nil {

@@ -104,6 +104,10 @@ type Server struct {
 	refusals    []string
 	expectRefus int
 	limits      []string
+	app         *standinApp
+	minted      int
+	inflight    map[string]int
+	maxInflight map[string]int
 	Delay       time.Duration // added before every answer, to widen races in tests
 }
 
@@ -275,6 +279,9 @@ type request struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		defer s.mutating(r.URL.Path)()
+	}
 	if s.Delay > 0 {
 		time.Sleep(s.Delay)
 	}
@@ -314,7 +321,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.rateLimit(w, r, route, limit)
 		return
 	}
-	if rq.login == "" && !strings.HasPrefix(route.Path, "/app/") {
+	if appRoute(route.Path) {
+		if why := s.checkJWT(r.Header.Get("Authorization")); why != "" {
+			s.answer(w, rq, http.StatusUnauthorized, map[string]any{"message": why, "documentation_url": "https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app"})
+			return
+		}
+	} else if rq.login == "" {
 		s.answer(w, rq, http.StatusUnauthorized, map[string]any{"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
 		return
 	}
@@ -626,6 +638,25 @@ func (s *Server) handle(rq *request) (int, any) {
 			items = append(items, s.deployment(rq, d, base, http.StatusOK))
 		}
 		return http.StatusOK, paged{items: items}
+	case "GET /repos/{owner}/{repo}/deployments/{deployment_id}/statuses":
+		id, _ := strconv.ParseInt(rq.params["deployment_id"], 10, 64)
+		for _, d := range s.deployments {
+			if d.ID != id {
+				continue
+			}
+			ex := first(example(rq, http.StatusOK))
+			per := atoiOr(rq.query.Get("per_page"), 30)
+			items := []any{}
+			for i := len(d.Statuses) - 1; i >= 0 && len(items) < per; i-- { // newest first
+				st := d.Statuses[i]
+				items = append(items, overlay(ex, map[string]any{"id": st.ID, "state": st.State, "environment_url": st.EnvironmentURL,
+					"description": st.Description, "log_url": st.LogURL, "environment": d.Environment,
+					"deployment_url": fmt.Sprintf("%s/deployments/%d", base, d.ID), "repository_url": base,
+					"url": fmt.Sprintf("%s/deployments/%d/statuses/%d", base, d.ID, st.ID)}))
+			}
+			return http.StatusOK, paged{items: items}
+		}
+		return http.StatusNotFound, map[string]any{"message": "Not Found"}
 	case "POST /repos/{owner}/{repo}/deployments/{deployment_id}/statuses":
 		id, _ := strconv.ParseInt(rq.params["deployment_id"], 10, 64)
 		for _, d := range s.deployments {
@@ -665,11 +696,18 @@ func (s *Server) handle(rq *request) (int, any) {
 		return http.StatusOK, overlay(ex, map[string]any{"number": n, "state": p["state"], "merged": p["merged"],
 			"head": map[string]any{"sha": p["sha"]}})
 	case "POST /app/installations/{installation_id}/access_tokens":
+		if id, _ := strconv.ParseInt(rq.params["installation_id"], 10, 64); s.app == nil || id != s.app.installation {
+			return http.StatusNotFound, map[string]any{"message": "Not Found"}
+		}
+		s.minted++
 		ex := example(rq, http.StatusCreated)
 		s.nextID++
 		token := fmt.Sprintf("ghs_standin%d", s.nextID)
-		s.tokens[token] = "af-preview[bot]"
+		s.tokens[token] = s.app.slug + "[bot]"
 		return http.StatusCreated, overlay(ex, map[string]any{"token": token, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	}
+	if status, body, ok := s.handleMore(rq, key, base); ok {
+		return status, body
 	}
 	return http.StatusNotImplemented, map[string]any{"message": "the stand-in does not answer " + key + " yet"}
 }

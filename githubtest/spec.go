@@ -51,6 +51,8 @@ var Paths = []string{
 	"/repos/{owner}/{repo}/pulls",
 	"/app/installations/{installation_id}/access_tokens",
 	"/app/installations",
+	"/app",
+	"/repos/{owner}/{repo}/installation",
 }
 
 // Cache is where the npm packages and the cut-down description are kept: $HOME/.cache/af, as

@@ -21,6 +21,13 @@ import (
 // Marker starts every comment af writes; with the bot's login it finds the one to edit.
 const Marker = "<!-- af:preview -->"
 
+// GoneMarker follows Marker in a comment that says the environment is gone: the App rewrites a
+// comment once, and a comment already saying so is left as it is.
+const GoneMarker = "<!-- af:gone -->"
+
+// IsGone says whether a comment body already says the environment is gone.
+func IsGone(body string) bool { return strings.Contains(body, GoneMarker) }
+
 // CheckName is the check run's name.
 const CheckName = "af preview"
 
@@ -95,6 +102,9 @@ func (f *Facts) Headline() string {
 func Comment(f *Facts) string {
 	var b strings.Builder
 	b.WriteString(Marker + "\n")
+	if f.State == Gone {
+		b.WriteString(GoneMarker + "\n")
+	}
 	fmt.Fprintf(&b, "### %s\n\n", f.Headline())
 	body(&b, f)
 	return b.String()

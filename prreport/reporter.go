@@ -19,8 +19,23 @@ type Reporter struct {
 	Repo   string
 	// Bot is the login af writes as: github-actions[bot] with GITHUB_TOKEN, <slug>[bot] for
 	// an App. Only its comments are ever edited.
-	Bot      string
+	Bot string
+	// Authors are other logins whose marked comment is af's too: the App rewrites the comment
+	// the action wrote as github-actions[bot].
+	Authors  []string
 	Progress func(format string, args ...any)
+}
+
+func (r *Reporter) author(login string) bool {
+	if strings.EqualFold(login, r.Bot) {
+		return true
+	}
+	for _, a := range r.Authors {
+		if strings.EqualFold(login, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // NewReporter returns a reporter for repository OWNER/NAME.
@@ -48,7 +63,7 @@ func (r *Reporter) ours(ctx context.Context, n int) ([]*github.IssueComment, err
 			return nil, ghclient.Classify(fmt.Sprintf("listing the comments of pull request #%d", n), err)
 		}
 		for _, c := range list {
-			if strings.HasPrefix(c.GetBody(), Marker) && strings.EqualFold(c.GetUser().GetLogin(), r.Bot) {
+			if strings.HasPrefix(c.GetBody(), Marker) && r.author(c.GetUser().GetLogin()) {
 				out = append(out, c)
 			}
 		}
@@ -107,6 +122,45 @@ func (r *Reporter) Comment(ctx context.Context, n int, body string, create bool)
 	}
 	r.say("updated the comment on pull request #%d: %s", n, c.GetHTMLURL())
 	return c.GetHTMLURL(), nil
+}
+
+// Retire rewrites af's comment on pull request n to body (a Gone comment), once: a comment that
+// already says the environment is gone is left as it is, and none is created when there is no
+// comment. It returns the comment's URL ("" when there is none) and whether it was rewritten.
+func (r *Reporter) Retire(ctx context.Context, n int, body string) (string, bool, error) {
+	mine, err := r.ours(ctx, n)
+	if err != nil || len(mine) == 0 {
+		return "", false, err
+	}
+	keep := mine[0]
+	if IsGone(keep.GetBody()) {
+		return keep.GetHTMLURL(), false, nil
+	}
+	c, _, err := r.Client.Issues.EditComment(ctx, r.Owner, r.Repo, keep.GetID(), &github.IssueComment{Body: github.String(body)})
+	if err != nil {
+		return "", false, ghclient.Classify(fmt.Sprintf("editing af's comment on pull request #%d", n), err)
+	}
+	r.say("rewrote the comment on pull request #%d: %s", n, c.GetHTMLURL())
+	return c.GetHTMLURL(), true, nil
+}
+
+// OpenPulls returns the numbers of the repository's open pull requests, 100 to a request.
+func (r *Reporter) OpenPulls(ctx context.Context) (map[int]bool, error) {
+	open := map[int]bool{}
+	opt := &github.PullRequestListOptions{State: "open", ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		list, resp, err := r.Client.PullRequests.List(ctx, r.Owner, r.Repo, opt)
+		if err != nil {
+			return nil, ghclient.Classify("listing the open pull requests of "+r.Owner+"/"+r.Repo, err)
+		}
+		for _, p := range list {
+			open[p.GetNumber()] = true
+		}
+		if resp.NextPage == 0 {
+			return open, nil
+		}
+		opt.Page = resp.NextPage
+	}
 }
 
 // Annotation marks a line of a file (the manifest) in the check run.
@@ -199,18 +253,28 @@ func (r *Reporter) DeploymentStatus(ctx context.Context, id int64, state, envURL
 	return nil
 }
 
-// Deactivate marks every deployment of pull request n's environment inactive.
+// Deactivate marks every deployment of pull request n's environment inactive that is not
+// already, and returns how many it marked.
 func (r *Reporter) Deactivate(ctx context.Context, n int, description string) (int, error) {
 	list, _, err := r.Client.Repositories.ListDeployments(ctx, r.Owner, r.Repo, &github.DeploymentsListOptions{Environment: Environment(n), ListOptions: github.ListOptions{PerPage: 100}})
 	if err != nil {
 		return 0, ghclient.Classify("listing the deployments of "+Environment(n), err)
 	}
+	marked := 0
 	for _, d := range list {
-		if err := r.DeploymentStatus(ctx, d.GetID(), "inactive", "", "", description); err != nil {
-			return 0, err
+		last, _, err := r.Client.Repositories.ListDeploymentStatuses(ctx, r.Owner, r.Repo, d.GetID(), &github.ListOptions{PerPage: 1})
+		if err != nil {
+			return marked, ghclient.Classify(fmt.Sprintf("reading the statuses of deployment %d", d.GetID()), err)
 		}
+		if len(last) > 0 && last[0].GetState() == "inactive" {
+			continue // already: a retried teardown posts nothing twice
+		}
+		if err := r.DeploymentStatus(ctx, d.GetID(), "inactive", "", "", description); err != nil {
+			return marked, err
+		}
+		marked++
 	}
-	return len(list), nil
+	return marked, nil
 }
 
 // HasLabel says whether pull request n carries label now (read at run time, not from the

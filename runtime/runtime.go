@@ -57,6 +57,31 @@ type Ref struct {
 	// Repository (OWNER/NAME), when known: an environment of another repository with the same
 	// id is refused, never reused or removed.
 	Repository string
+	// Namespace, when set, is the environment's namespace as found by its labels (the App and
+	// the reaper); it replaces the one the manifest's prefix and ID make, and Manifest may then
+	// be nil. The namespace's own labels are still checked before anything is touched.
+	Namespace string
+}
+
+// Filter narrows a listing of environments. Zero fields match everything.
+type Filter struct {
+	// Repository (OWNER/NAME) keeps the environments recorded for it, compared without case.
+	Repository string
+	// PullRequest keeps the environments of one pull request.
+	PullRequest int
+}
+
+// Environment is one environment found on a runtime by af's labels.
+type Environment struct {
+	ID         string `json:"id"`
+	Namespace  string `json:"namespace"`
+	Repository string `json:"repository,omitempty"` // OWNER/NAME as recorded, exact case
+	// PullRequest is the pull request number, 0 for a manual environment.
+	PullRequest int `json:"pull_request,omitempty"`
+	// Expires is when the environment's TTL runs out; zero when it has none.
+	Expires time.Time `json:"expires,omitzero"`
+	// Terminating is true while the runtime is already removing it.
+	Terminating bool `json:"terminating,omitempty"`
 }
 
 // Spec is everything Up needs.

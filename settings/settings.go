@@ -42,6 +42,16 @@ var Vars = []Var{
 	{Name: "AF_CONTAINERD_ADDRESS", Meaning: "the socket of the containerd of the node af runs on: images are imported there (ctr images import), whatever the context", Default: "none: a registry, or kind/k3d import"},
 	{Name: "DOCKER_HOST", Meaning: "the container daemon that builds build: services", Default: "the docker CLI's default"},
 	{Name: "AF_GITHUB_RATE_WAIT", Meaning: "the longest the action and the App wait out GitHub's rate limits in all, before giving up with AF-GH-004", Default: "5m"},
+	{Name: "AF_GITHUB_API_URL", Meaning: "the GitHub REST API the App and af reap talk to (https://HOST/api/v3 for GitHub Enterprise Server); GITHUB_API_URL is read when it is not set", Default: "https://api.github.com"},
+	{Name: "AF_GITHUB_TOKEN", Meaning: "the token af reap asks GitHub with when no App is configured (GITHUB_TOKEN is read when it is not set)", Default: ""},
+	{Name: "AF_APP_ID", Meaning: "the GitHub App's id (af app serve, af reap)", Default: ""},
+	{Name: "AF_APP_PRIVATE_KEY_FILE", Meaning: "the GitHub App's private key, the .pem file GitHub issued", Default: ""},
+	{Name: "AF_APP_WEBHOOK_SECRET", Meaning: "the App's webhook secret; af app serve refuses to start without one", Default: ""},
+	{Name: "AF_APP_WEBHOOK_SECRET_FILE", Meaning: "a file holding the webhook secret (a mounted Secret), read when AF_APP_WEBHOOK_SECRET is not set", Default: ""},
+	{Name: "AF_APP_LISTEN", Meaning: "host:port af app serve listens on for /webhook, /healthz, /readyz and /metrics", Default: ":8080"},
+	{Name: "AF_APP_WORKERS", Meaning: "teardowns the App runs at once", Default: "4"},
+	{Name: "AF_APP_REAP_INTERVAL", Meaning: "the time between the App's reaper sweeps: the most a lost webhook costs", Default: "10m"},
+	{Name: "AF_APP_COMMENT_AUTHORS", Meaning: "comma-separated logins besides the App's own whose af comment the App rewrites (the action's)", Default: "github-actions[bot]"},
 	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
 	{Name: "AF_URL_SCHEME", Meaning: "the scheme of preview URLs: http or https", Default: "https"},
 	{Name: "AF_INGRESS_ADDRESS", Meaning: "host:port where the ingress controller is reached when preview hosts do not resolve from where af runs", Default: "the preview host's own address"},
@@ -178,4 +188,87 @@ func Markdown() []byte {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", v.Name, strings.ReplaceAll(v.Meaning, "|", "\\|"), strings.ReplaceAll(def, "|", "\\|"))
 	}
 	return []byte(b.String())
+}
+
+// AppSettings are the App's and the reaper's settings from af's environment.
+type AppSettings struct {
+	APIURL         string
+	Token          string
+	AppID          int64
+	PrivateKey     []byte
+	PrivateKeyFile string
+	WebhookSecret  []byte
+	Listen         string
+	Workers        int
+	ReapInterval   time.Duration
+	RateWait       time.Duration
+	Authors        []string
+}
+
+// App reads the App's settings. Values that do not parse are AF-GH-007, naming the variable;
+// files are read here, so a missing one is reported before anything starts.
+func App(getenv func(string) string) (AppSettings, error) {
+	a := AppSettings{APIURL: getenv("AF_GITHUB_API_URL"), Token: getenv("AF_GITHUB_TOKEN"), Listen: getenv("AF_APP_LISTEN"),
+		Workers: 4, ReapInterval: 10 * time.Minute, RateWait: 5 * time.Minute, Authors: []string{"github-actions[bot]"}}
+	bad := func(name, why string) error {
+		return failure.Newf(failure.AppConfigInvalid, "%s=%q: %s", name, getenv(name), why)
+	}
+	if a.APIURL == "" {
+		a.APIURL = getenv("GITHUB_API_URL")
+	}
+	if a.Token == "" {
+		a.Token = getenv("GITHUB_TOKEN")
+	}
+	if a.Listen == "" {
+		a.Listen = ":8080"
+	}
+	if v := getenv("AF_APP_ID"); v != "" {
+		var err error
+		if _, err = fmt.Sscan(v, &a.AppID); err != nil || a.AppID <= 0 {
+			return a, bad("AF_APP_ID", "not an App id (the number on the App's settings page)")
+		}
+	}
+	if a.PrivateKeyFile = getenv("AF_APP_PRIVATE_KEY_FILE"); a.PrivateKeyFile != "" {
+		b, err := os.ReadFile(a.PrivateKeyFile)
+		if err != nil {
+			return a, failure.New(failure.AppConfigInvalid, "reading the App's private key (AF_APP_PRIVATE_KEY_FILE): "+err.Error(), err)
+		}
+		a.PrivateKey = b
+	}
+	a.WebhookSecret = []byte(getenv("AF_APP_WEBHOOK_SECRET"))
+	if f := getenv("AF_APP_WEBHOOK_SECRET_FILE"); len(a.WebhookSecret) == 0 && f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return a, failure.New(failure.AppConfigInvalid, "reading the webhook secret (AF_APP_WEBHOOK_SECRET_FILE): "+err.Error(), err)
+		}
+		a.WebhookSecret = []byte(strings.TrimRight(string(b), "\r\n"))
+	}
+	if v := getenv("AF_APP_WORKERS"); v != "" {
+		if _, err := fmt.Sscan(v, &a.Workers); err != nil || a.Workers < 1 || a.Workers > 64 {
+			return a, bad("AF_APP_WORKERS", "not a number of workers from 1 to 64")
+		}
+	}
+	if v := getenv("AF_APP_REAP_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 10*time.Second {
+			return a, bad("AF_APP_REAP_INTERVAL", "not a duration of at least 10s (e.g. 10m)")
+		}
+		a.ReapInterval = d
+	}
+	if v := getenv("AF_GITHUB_RATE_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return a, bad("AF_GITHUB_RATE_WAIT", "not a duration (e.g. 5m)")
+		}
+		a.RateWait = d
+	}
+	if v := getenv("AF_APP_COMMENT_AUTHORS"); v != "" {
+		a.Authors = nil
+		for _, l := range strings.Split(v, ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				a.Authors = append(a.Authors, l)
+			}
+		}
+	}
+	return a, nil
 }

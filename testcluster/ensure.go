@@ -192,3 +192,14 @@ func lock(ctx context.Context) (func(), error) {
 		}
 	}
 }
+
+// RestartAPIServer stops the running cluster's API server, keeps it stopped for downFor, then
+// starts it again and waits until it is ready. Callers hold no lock: tests run it while their
+// own work talks to the cluster.
+func RestartAPIServer(ctx context.Context, downFor time.Duration, log func(string, ...any)) error {
+	c, err := cluster(Options{Log: log})
+	if err != nil {
+		return err
+	}
+	return c.RestartAPIServer(ctx, downFor)
+}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,7 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/antifailure/af/envid"
@@ -32,6 +35,9 @@ import (
 
 // Name is the runtime's name in the manifest.
 const Name = "kubernetes"
+
+// InCluster is the context name af reports when it runs in a pod on its service account.
+const InCluster = "in-cluster"
 
 // FieldManager is the server-side apply field manager of every object af writes.
 const FieldManager = "af"
@@ -174,17 +180,26 @@ func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, e
 	if name == "" {
 		name = raw.CurrentContext
 	}
-	if name == "" {
-		return nil, failure.Newf(failure.ClusterUnreachable, "the kubeconfig (%s) has no current context and none was named", kubeconfigPath(rules)).
-			WithHint("Name one with --context or runtime.kubeconfig_context.")
+	var cfg *rest.Config
+	if name == "" && len(raw.Contexts) == 0 && os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		// No kubeconfig at all, inside a pod (the App's Deployment): its service account.
+		if cfg, err = rest.InClusterConfig(); err != nil {
+			return nil, failure.New(failure.ClusterUnreachable, "reading the pod's service account: "+err.Error(), err)
+		}
+		name, from = InCluster, "the pod's service account"
 	}
-	if _, ok := raw.Contexts[name]; !ok {
-		return nil, failure.Newf(failure.ClusterUnreachable, "context %q (from %s) is not in the kubeconfig (%s); it has: %s",
-			name, from, kubeconfigPath(rules), strings.Join(sortedKeys(raw.Contexts), ", "))
-	}
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
+	if cfg == nil {
+		if name == "" {
+			return nil, failure.Newf(failure.ClusterUnreachable, "the kubeconfig (%s) has no current context and none was named", kubeconfigPath(rules)).
+				WithHint("Name one with --context or runtime.kubeconfig_context.")
+		}
+		if _, ok := raw.Contexts[name]; !ok {
+			return nil, failure.Newf(failure.ClusterUnreachable, "context %q (from %s) is not in the kubeconfig (%s); it has: %s",
+				name, from, kubeconfigPath(rules), strings.Join(sortedKeys(raw.Contexts), ", "))
+		}
+		if cfg, err = cc.ClientConfig(); err != nil {
+			return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
+		}
 	}
 	cfg.UserAgent = "af"
 	cfg.QPS, cfg.Burst = 50, 100
@@ -260,15 +275,23 @@ func (r *Runtime) resolve(ctx context.Context, ref afruntime.Ref) (*target, erro
 	if ref.ID == "" {
 		return nil, failure.Newf(failure.NameInvalid, "no environment id given")
 	}
+	if ref.Manifest == nil && ref.Namespace != "" {
+		ref.Manifest = &manifest.Manifest{} // found by its labels: the default context is enough
+	}
 	if ref.Manifest == nil {
 		return nil, failure.Newf(failure.UsageInvalid, "no manifest given for environment %q", ref.ID)
 	}
 	if p := ref.Manifest.Runtime.Provider; p != "" && p != Name {
 		return nil, failure.Newf(failure.RuntimeCannot, "the manifest asks for the %q runtime, this is the %s runtime", p, Name)
 	}
-	ns, err := envid.Namespace(ref.Manifest.Runtime.NamespacePrefix, ref.ID)
-	if err != nil {
-		return nil, err
+	ns := ref.Namespace
+	if ns == "" {
+		var err error
+		if ns, err = envid.Namespace(ref.Manifest.Runtime.NamespacePrefix, ref.ID); err != nil {
+			return nil, err
+		}
+	} else if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return nil, failure.Newf(failure.NameInvalid, "namespace %q: %s", ns, strings.Join(errs, "; "))
 	}
 	c, err := r.connect(ctx, ref.Manifest)
 	if err != nil {

@@ -112,3 +112,34 @@ func (c *Cluster) waitFor(ctx context.Context, what, proc string, timeout time.D
 		}
 	}
 }
+
+// RestartAPIServer stops kube-apiserver, waits downFor with it stopped, starts it again with the
+// same flags and waits until it is ready: a test of what survives the control plane going away.
+func (c *Cluster) RestartAPIServer(ctx context.Context, downFor time.Duration) error {
+	p := c.apiserver()
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), p.name+".pid"))
+	if err != nil || !alive(pid) {
+		return fmt.Errorf("restart %s: it is not running", p.name)
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(30 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	c.logf("stopped %s (pid %d)", p.name, pid)
+	select {
+	case <-time.After(downFor):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := c.start(p); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p.name, p.name, 2*time.Minute, func(ctx context.Context) error {
+		_, err := c.Kubectl(ctx, "", "get", "--raw", "/readyz")
+		return err
+	})
+}

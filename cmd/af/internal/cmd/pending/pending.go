@@ -35,7 +35,6 @@ var specs = []spec{
 	{path: []string{"webhook", "trigger"}, manifest: true,
 		short:   "Send a signed pull_request webhook to the af GitHub App",
 		missing: "it sends through the environment's sidecar and reads what it captured, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
-	{path: []string{"app"}, hidden: true, short: "Run the GitHub App webhook server", missing: "the GitHub App has not landed yet"},
 }
 
 var parentShort = map[string]string{

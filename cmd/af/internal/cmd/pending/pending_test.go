@@ -17,7 +17,6 @@ func TestPendingSayWhatIsMissing(t *testing.T) {
 		args []string
 		want *failure.Entry
 	}{
-		{[]string{"app"}, failure.Unavailable},
 		{[]string{"net", "log"}, failure.RuntimeCannot},
 		{[]string{"inbox"}, failure.RuntimeCannot},
 	} {

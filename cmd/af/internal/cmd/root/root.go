@@ -12,11 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	actioncmd "github.com/antifailure/af/cmd/af/internal/cmd/action"
+	appcmd "github.com/antifailure/af/cmd/af/internal/cmd/app"
 	conformancecmd "github.com/antifailure/af/cmd/af/internal/cmd/conformance"
 	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
+	"github.com/antifailure/af/cmd/af/internal/cmd/reap"
 	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
 	"github.com/antifailure/af/cmd/af/internal/cmd/status"
 	"github.com/antifailure/af/cmd/af/internal/cmd/up"
@@ -79,6 +81,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(gatecmd.NewCmdGate(f), gatecmd.NewCmdProbe(f))
 	cmd.AddCommand(engineimage.NewCmdEngineImage(f))
 	cmd.AddCommand(actioncmd.NewCmdAction(f))
+	cmd.AddCommand(appcmd.NewCmdApp(f), reap.NewCmdReap(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

@@ -49,12 +49,12 @@ func TestHelpListsCommands(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
-	for _, c := range []string{"validate", "up", "down", "status", "net", "inbox", "webhook", "probe", "version"} {
+	for _, c := range []string{"validate", "up", "down", "status", "net", "inbox", "webhook", "probe", "version", "app", "reap"} {
 		if !strings.Contains(r.out, "\n  "+c+" ") {
 			t.Errorf("--help does not list %s:\n%s", c, r.out)
 		}
 	}
-	for _, hidden := range []string{"sidecar", "gate ", "action", "app "} {
+	for _, hidden := range []string{"sidecar", "gate ", "action"} {
 		if strings.Contains(r.out, "\n  "+hidden) {
 			t.Errorf("--help lists hidden %s", hidden)
 		}
@@ -62,6 +62,29 @@ func TestHelpListsCommands(t *testing.T) {
 	sub := run(t, nil, "", "net", "--help")
 	if !strings.Contains(sub.out, "log") {
 		t.Errorf("af net --help: %s", sub.out)
+	}
+}
+
+// TestAppServeRefusesWithoutCredentials: the App does not start, and listens on nothing,
+// without its id and key or without a webhook secret.
+func TestAppServeRefusesWithoutCredentials(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"AF_APP_WEBHOOK_SECRET": "s"}, "needs the App's id and private key"},
+		{map[string]string{"AF_APP_ID": "12", "AF_APP_PRIVATE_KEY_FILE": key, "AF_APP_WEBHOOK_SECRET": "s"}, "not PEM"},
+		{map[string]string{"AF_APP_ID": "twelve"}, "AF_APP_ID=\"twelve\""},
+		{map[string]string{"AF_APP_ID": "12", "AF_APP_PRIVATE_KEY_FILE": filepath.Join(t.TempDir(), "missing.pem")}, "reading the App's private key"},
+	} {
+		r := run(t, c.env, "", "app", "serve")
+		if r.code == 0 || !strings.Contains(r.errOut, "AF-GH-007") || !strings.Contains(r.errOut, c.want) {
+			t.Errorf("%v: exit %d\n%s", c.env, r.code, r.errOut)
+		}
 	}
 }
 
@@ -149,18 +172,6 @@ func TestValidateUnreadable(t *testing.T) {
 
 func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
-	for _, args := range [][]string{
-		{"app"},
-		{"app", "--listen", "x"}, // flags of the future command are not mistaken for usage errors
-	} {
-		r := run(t, nil, "", append(args, "-f", path)...)
-		if r.code != 1 || !strings.Contains(r.errOut, "AF-RUN-001") || !strings.Contains(r.errOut, "af "+strings.Join(words(args), " ")+" is not available") {
-			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
-		}
-		if r.out != "" {
-			t.Errorf("af %v printed a result: %q", args, r.out)
-		}
-	}
 	// Commands that read the sidecar are refused by the kubernetes runtime, naming it.
 	for _, args := range [][]string{{"net", "log"}, {"inbox"}, {"webhook", "trigger"}} {
 		r := run(t, nil, "", append(args, "-f", path)...)

@@ -1,0 +1,286 @@
+package app
+
+// The App's way into GitHub: an installation's client (ghinstallation mints and refreshes the
+// token, through the rate-limit transport), the App's own JWT client (its slug, its
+// installations, a repository's installation), or, for `af reap` in a repository without the
+// App, one token.
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/google/go-github/v62/github"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/ghclient"
+	"github.com/antifailure/af/prreport"
+)
+
+// ActionLogin is who writes the action's comment with the workflow's GITHUB_TOKEN.
+const ActionLogin = "github-actions[bot]"
+
+// GitHubOptions configure the App's GitHub side. Either AppID and PrivateKey (the App) or Token
+// (one repository's token, for af reap) must be set.
+type GitHubOptions struct {
+	// APIURL is the REST API's root (https://api.github.com, https://HOST/api/v3 for GitHub
+	// Enterprise Server, or a test's stand-in).
+	APIURL string
+	// AppID and PrivateKey (PEM, PKCS#1 as GitHub issues it, or PKCS#8) are the App's.
+	AppID      int64
+	PrivateKey []byte
+	// Token is used instead of an App.
+	Token string
+	// Bot is the login af's comments are written as; with an App it is read from GitHub
+	// ("<slug>[bot]") when empty, with a token it defaults to github-actions[bot].
+	Bot string
+	// Authors are other logins whose marked comment is af's: by default the action's.
+	Authors []string
+	// Base, MaxWait and Sleep are the rate-limit transport's (ghclient.Options).
+	Base    http.RoundTripper
+	MaxWait time.Duration
+	Sleep   func(ctx context.Context, d time.Duration) error
+}
+
+// GitHub hands out Reporters for repositories. It is safe for concurrent use.
+type GitHub struct {
+	o     GitHubOptions
+	key   *rsa.PrivateKey
+	Stats *ghclient.Stats
+
+	mu       sync.Mutex
+	app      *github.Client
+	installs map[int64]*github.Client
+	repoInst map[string]int64
+	token    *github.Client
+}
+
+// NewGitHub checks o and returns the GitHub side. A key that does not parse is AF-GH-007.
+func NewGitHub(o GitHubOptions) (*GitHub, error) {
+	g := &GitHub{o: o, Stats: ghclient.NewStats(), installs: map[int64]*github.Client{}, repoInst: map[string]int64{}}
+	if o.Authors == nil {
+		g.o.Authors = []string{ActionLogin}
+	}
+	switch {
+	case o.AppID > 0 && len(o.PrivateKey) > 0:
+		k, err := parseKey(o.PrivateKey)
+		if err != nil {
+			return nil, failure.New(failure.AppConfigInvalid, "the App's private key: "+err.Error(), err)
+		}
+		g.key = k
+	case o.AppID > 0 || len(o.PrivateKey) > 0:
+		return nil, failure.Newf(failure.AppConfigInvalid, "an App needs both its id and its private key (AF_APP_ID and AF_APP_PRIVATE_KEY_FILE); one is missing")
+	case o.Token == "":
+		return nil, failure.Newf(failure.AppConfigInvalid, "no GitHub credentials: give the App's id and private key, or a token")
+	default:
+		if g.o.Bot == "" {
+			g.o.Bot = ActionLogin
+		}
+	}
+	return g, nil
+}
+
+// IsApp says whether this is an App's GitHub side rather than one token's.
+func (g *GitHub) IsApp() bool { return g.key != nil }
+
+func parseKey(b []byte) (*rsa.PrivateKey, error) {
+	block, _ := pem.Decode(b)
+	if block == nil {
+		return nil, fmt.Errorf("not PEM (GitHub issues it as a .pem file beginning -----BEGIN RSA PRIVATE KEY-----)")
+	}
+	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
+		return k, nil
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("neither a PKCS#1 nor a PKCS#8 RSA key: %w", err)
+	}
+	rk, ok := k.(*rsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("a PKCS#8 key that is not RSA (GitHub Apps sign with RS256)")
+	}
+	return rk, nil
+}
+
+func (g *GitHub) client(auth func(http.RoundTripper) http.RoundTripper, token string) (*github.Client, error) {
+	c, _, err := ghclient.New(ghclient.Options{APIURL: g.o.APIURL, Token: token, Base: g.o.Base, MaxWait: g.o.MaxWait, Sleep: g.o.Sleep, Authenticate: auth, Stats: g.Stats})
+	if err != nil {
+		return nil, failure.New(failure.AppConfigInvalid, fmt.Sprintf("the GitHub API URL %q", g.o.APIURL), err)
+	}
+	return c, nil
+}
+
+func (g *GitHub) api() string {
+	if g.o.APIURL == "" {
+		return "https://api.github.com"
+	}
+	return strings.TrimRight(g.o.APIURL, "/")
+}
+
+// appClient is the client that authenticates as the App itself (its JWT).
+func (g *GitHub) appClient() (*github.Client, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.app != nil {
+		return g.app, nil
+	}
+	c, err := g.client(func(rt http.RoundTripper) http.RoundTripper {
+		atr := ghinstallation.NewAppsTransportFromPrivateKey(rt, g.o.AppID, g.key)
+		atr.BaseURL = g.api()
+		return atr
+	}, "")
+	if err != nil {
+		return nil, err
+	}
+	g.app = c
+	return c, nil
+}
+
+// installation returns the client of installation id, whose token ghinstallation mints and
+// refreshes a minute before it expires.
+func (g *GitHub) installation(id int64) (*github.Client, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c := g.installs[id]; c != nil {
+		return c, nil
+	}
+	c, err := g.client(func(rt http.RoundTripper) http.RoundTripper {
+		atr := ghinstallation.NewAppsTransportFromPrivateKey(rt, g.o.AppID, g.key)
+		atr.BaseURL = g.api()
+		itr := ghinstallation.NewFromAppsTransport(atr, id)
+		itr.BaseURL = g.api()
+		// Without options ghinstallation sends the body "null", which GitHub's description refuses.
+		itr.InstallationTokenOptions = &github.InstallationTokenOptions{}
+		return itr
+	}, "")
+	if err != nil {
+		return nil, err
+	}
+	g.installs[id] = c
+	return c, nil
+}
+
+// Bot returns the login af's comments are written as, asking GitHub for the App's slug once.
+func (g *GitHub) Bot(ctx context.Context) (string, error) {
+	g.mu.Lock()
+	bot := g.o.Bot
+	g.mu.Unlock()
+	if bot != "" {
+		return bot, nil
+	}
+	c, err := g.appClient()
+	if err != nil {
+		return "", err
+	}
+	a, _, err := c.Apps.Get(ctx, "")
+	if err != nil {
+		return "", appError("reading the App (GET /app) with its JWT", err)
+	}
+	g.mu.Lock()
+	g.o.Bot = a.GetSlug() + "[bot]"
+	bot = g.o.Bot
+	g.mu.Unlock()
+	return bot, nil
+}
+
+// Installation returns the App's installation on repository, asking GitHub once per repository.
+func (g *GitHub) Installation(ctx context.Context, repository string) (int64, error) {
+	g.mu.Lock()
+	id, ok := g.repoInst[strings.ToLower(repository)]
+	g.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	owner, repo, _ := strings.Cut(repository, "/")
+	c, err := g.appClient()
+	if err != nil {
+		return 0, err
+	}
+	inst, _, err := c.Apps.FindRepositoryInstallation(ctx, owner, repo)
+	if err != nil {
+		return 0, appError("finding the App's installation on "+repository, err)
+	}
+	g.mu.Lock()
+	g.repoInst[strings.ToLower(repository)] = inst.GetID()
+	g.mu.Unlock()
+	return inst.GetID(), nil
+}
+
+// Reporter returns a Reporter for repository, through installation (0: looked up) for an App.
+func (g *GitHub) Reporter(ctx context.Context, repository string, installation int64) (*prreport.Reporter, error) {
+	var c *github.Client
+	var err error
+	if g.key == nil {
+		g.mu.Lock()
+		if g.token == nil {
+			g.token, err = g.client(nil, g.o.Token)
+		}
+		c = g.token
+		g.mu.Unlock()
+	} else {
+		if installation == 0 {
+			if installation, err = g.Installation(ctx, repository); err != nil {
+				return nil, err
+			}
+		}
+		c, err = g.installation(installation)
+	}
+	if err != nil {
+		return nil, err
+	}
+	bot, err := g.Bot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := prreport.NewReporter(c, repository, bot)
+	if err != nil {
+		return nil, err
+	}
+	r.Authors = g.o.Authors
+	return r, nil
+}
+
+// Check proves the credentials: with an App, its JWT reads the App and one of its
+// installations mints a token; with a token, nothing is asked (a token is checked where used).
+func (g *GitHub) Check(ctx context.Context) error {
+	if g.key == nil {
+		return nil
+	}
+	if _, err := g.Bot(ctx); err != nil {
+		return err
+	}
+	c, err := g.appClient()
+	if err != nil {
+		return err
+	}
+	list, _, err := c.Apps.ListInstallations(ctx, &github.ListOptions{PerPage: 1})
+	if err != nil {
+		return appError("listing the App's installations", err)
+	}
+	if len(list) == 0 {
+		return nil // installed nowhere yet: nothing to mint a token for, nothing to tear down
+	}
+	ic, err := g.installation(list[0].GetID())
+	if err != nil {
+		return err
+	}
+	itr, ok := ic.Client().Transport.(*ghinstallation.Transport)
+	if !ok {
+		return fmt.Errorf("the installation client has no installation transport")
+	}
+	if _, err := itr.Token(ctx); err != nil {
+		return appError(fmt.Sprintf("minting a token for installation %d", list[0].GetID()), err)
+	}
+	return nil
+}
+
+func appError(what string, err error) error {
+	return ghclient.Classify(what, err)
+}

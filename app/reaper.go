@@ -1,0 +1,148 @@
+package app
+
+// The reaper: every interval, af's environments listed by their labels, and those whose pull
+// request is no longer open (GitHub asked once per repository, 100 open pull requests to a
+// request) or whose time to live has run out handed to the teardown queue. A lost webhook, a
+// cancelled workflow or a teardown dropped at shutdown costs at most one interval.
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// Removal is one environment a sweep removes (or, dry, would remove), and why.
+type Removal struct {
+	Environment afruntime.Environment `json:"environment"`
+	Reason      string                `json:"reason"`
+}
+
+// Sweep is what one sweep found and did.
+type Sweep struct {
+	At       time.Time `json:"at"`
+	Checked  int       `json:"checked"`
+	Removals []Removal `json:"removals"`
+	// Kept lists environments left alone and why, when that is not obvious (no pull request
+	// and no expiry, or GitHub could not be asked).
+	Kept []Removal `json:"kept,omitempty"`
+	// Errors are the repositories GitHub could not be asked about: their environments stay
+	// until a later sweep can ask.
+	Errors []string `json:"errors,omitempty"`
+	DryRun bool     `json:"dry_run,omitempty"`
+}
+
+// Reaper sweeps.
+type Reaper struct {
+	Cluster Cluster
+	// GitHub answers which pull requests are open; nil reaps by expiry only.
+	GitHub OpenPulls
+	// Queue takes the removals (the App's pool); nil with DryRun only lists them.
+	Queue  Queue
+	DryRun bool
+	Now    func() time.Time
+	Log    *slog.Logger
+	// Observe, when set, is told of each sweep (metrics).
+	Observe func(s *Sweep, err error)
+}
+
+// OpenPulls answers which pull requests of a repository are open.
+type OpenPulls interface {
+	OpenPulls(ctx context.Context, repository string) (map[int]bool, error)
+}
+
+// Sweep runs one sweep.
+func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	log := r.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s = &Sweep{At: now().UTC(), DryRun: r.DryRun, Removals: []Removal{}}
+	defer func() {
+		if r.Observe != nil {
+			r.Observe(s, err)
+		}
+	}()
+	envs, err := r.Cluster.Environments(ctx, afruntime.Filter{})
+	if err != nil {
+		return s, err
+	}
+	s.Checked = len(envs)
+	sort.Slice(envs, func(i, j int) bool { return envs[i].Namespace < envs[j].Namespace })
+	byRepo := map[string][]afruntime.Environment{}
+	for _, e := range envs {
+		switch {
+		case !e.Expires.IsZero() && !e.Expires.After(s.At):
+			s.Removals = append(s.Removals, Removal{e, fmt.Sprintf("%s (expired %s)", ReasonExpired, e.Expires.Format(time.RFC3339))})
+		case e.PullRequest > 0 && e.Repository != "":
+			byRepo[e.Repository] = append(byRepo[e.Repository], e)
+		case e.Expires.IsZero():
+			s.Kept = append(s.Kept, Removal{e, "no pull request and no time to live: removed only by af down"})
+		}
+	}
+	repos := make([]string, 0, len(byRepo))
+	for repo := range byRepo {
+		repos = append(repos, repo)
+	}
+	sort.Strings(repos)
+	for _, repo := range repos {
+		if r.GitHub == nil {
+			for _, e := range byRepo[repo] {
+				s.Kept = append(s.Kept, Removal{e, "no GitHub credentials to ask whether the pull request is open"})
+			}
+			continue
+		}
+		open, err := r.GitHub.OpenPulls(ctx, repo)
+		if err != nil {
+			if ctx.Err() != nil {
+				return s, ctx.Err()
+			}
+			s.Errors = append(s.Errors, fmt.Sprintf("%s: %v", repo, err))
+			log.Warn("could not ask GitHub which pull requests are open; their environments stay until a later sweep", "delivery", "reaper", "repository", repo, "error", err.Error())
+			for _, e := range byRepo[repo] {
+				s.Kept = append(s.Kept, Removal{e, "GitHub could not be asked: " + err.Error()})
+			}
+			continue
+		}
+		for _, e := range byRepo[repo] {
+			if !open[e.PullRequest] {
+				s.Removals = append(s.Removals, Removal{e, ReasonClosed})
+			}
+		}
+	}
+	sort.Slice(s.Removals, func(i, j int) bool { return s.Removals[i].Environment.Namespace < s.Removals[j].Environment.Namespace })
+	if r.DryRun || r.Queue == nil {
+		return s, nil
+	}
+	id := "reaper-" + s.At.Format("20060102T150405Z")
+	for _, rm := range s.Removals {
+		e := rm.Environment
+		reason := rm.Reason
+		if strings.HasPrefix(reason, ReasonExpired) {
+			reason = ReasonExpired
+		}
+		t := Teardown{Delivery: id, Repository: e.Repository, PullRequest: e.PullRequest, Namespace: e.Namespace, Reason: reason}
+		if err := r.Queue.Enqueue(t); err != nil {
+			return s, fmt.Errorf("queueing the removal of %s: %w", e.Namespace, err)
+		}
+		log.Info("queued removal", "delivery", id, "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "reason", rm.Reason)
+	}
+	return s, nil
+}
+
+// OpenPulls answers for the GitHub side: the repository's Reporter lists its open pull requests.
+func (g *GitHub) OpenPulls(ctx context.Context, repository string) (map[int]bool, error) {
+	rep, err := g.Reporter(ctx, repository, 0)
+	if err != nil {
+		return nil, err
+	}
+	return rep.OpenPulls(ctx)
+}
