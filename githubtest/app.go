@@ -148,13 +148,14 @@ func (s *Server) handleMore(rq *request, key, base string) (int, any, bool) {
 		return http.StatusOK, overlay(ex, map[string]any{"id": s.app.id, "slug": s.app.slug, "name": s.app.slug}), true
 	case "GET /app/installations":
 		ex := first(example(rq, http.StatusOK))
-		return http.StatusOK, []any{overlay(ex, map[string]any{"id": s.app.installation, "app_id": s.app.id, "app_slug": s.app.slug})}, true
+		// GitHub's own example account fails its schema: an installation's account may be null.
+		return http.StatusOK, []any{overlay(ex, map[string]any{"id": s.app.installation, "app_id": s.app.id, "app_slug": s.app.slug, "account": nil})}, true
 	case "GET /repos/{owner}/{repo}/installation":
 		if !s.app.repos[strings.ToLower(owner+"/"+repo)] {
 			return http.StatusNotFound, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app"}, true
 		}
 		ex := example(rq, http.StatusOK)
-		return http.StatusOK, overlay(ex, map[string]any{"id": s.app.installation, "app_id": s.app.id, "app_slug": s.app.slug}), true
+		return http.StatusOK, overlay(ex, map[string]any{"id": s.app.installation, "app_id": s.app.id, "app_slug": s.app.slug, "account": nil}), true
 	case "GET /repos/{owner}/{repo}/pulls":
 		state := rq.query.Get("state")
 		if state == "" {
@@ -176,7 +177,8 @@ func (s *Server) handleMore(rq *request, key, base string) (int, any, bool) {
 			for _, n := range nums[lo:hi] {
 				pr := s.pulls[n]
 				p.items = append(p.items, overlay(ex, map[string]any{"number": n, "state": pr["state"], "head": map[string]any{"sha": pr["sha"]},
-					"url": fmt.Sprintf("%s/pulls/%d", base, n)}))
+					"url":             fmt.Sprintf("%s/pulls/%d", base, n),
+					"requested_teams": []any{}})) // GitHub's example team lacks its required type
 			}
 			if hi < len(nums) {
 				p.next = fmt.Sprintf("%s/pulls?state=%s&per_page=%d&page=%d", base, state, per, page+1)

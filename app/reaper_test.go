@@ -1,0 +1,102 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/prreport"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+// One sweep: closed pull requests and expired environments go (a dry run only lists them),
+// open ones and manual ones without a TTL stay, and GitHub is asked once per repository.
+func TestSweep(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	s := newStandin(t)
+	for _, n := range []int{1, 2, 3} {
+		s.preview(t, n)
+	}
+	s.SetPull(2, "closed", strings.Repeat("a", 40), true) // its webhook was lost
+	expired := prEnv(3)
+	expired.Expires = now.Add(-time.Minute)
+	manualTTL := afruntime.Environment{ID: "demo", Namespace: "af-env-demo", Repository: testRepo, Expires: now.Add(-time.Hour)}
+	manual := afruntime.Environment{ID: "keep", Namespace: "af-env-keep", Repository: testRepo}
+	future := prEnv(1)
+	future.Expires = now.Add(time.Hour)
+	c := newMemCluster(future, prEnv(2), expired, manualTTL, manual)
+
+	dry := &Reaper{Cluster: c, GitHub: s.gh, DryRun: true, Now: func() time.Time { return now }}
+	sw, err := dry.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range sw.Removals {
+		got[r.Environment.Namespace] = r.Reason
+	}
+	if len(got) != 3 || got["af-env-shop-pr-2"] != ReasonClosed || !strings.HasPrefix(got["af-env-shop-pr-3"], ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], ReasonExpired) {
+		t.Fatalf("removals %v", got)
+	}
+	if sw.Checked != 5 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
+		t.Fatalf("sweep %+v", sw)
+	}
+	if c.left() != 5 {
+		t.Fatalf("a dry run removed something")
+	}
+	asked := 0
+	for _, call := range s.Calls() {
+		if call.Path == "/repos/{owner}/{repo}/pulls" {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Fatalf("asked GitHub %d times for one repository", asked)
+	}
+
+	srv := newServer(t, c, s, nil)
+	srv.Reaper.Now = func() time.Time { return now }
+	if _, err := srv.Reaper.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, srv)
+	if c.left() != 2 {
+		t.Fatalf("%d left, want 2 (the open one and the manual one)", c.left())
+	}
+	for n, reason := range map[int]string{2: ReasonClosed, 3: ReasonExpired} {
+		if cs := s.Comments(n); len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
+			t.Fatalf("pull request %d: %+v", n, cs)
+		}
+	}
+	if cs := s.Comments(1); prreport.IsGone(cs[0].Body) {
+		t.Fatalf("the open pull request's comment was rewritten")
+	}
+}
+
+// When GitHub cannot be asked about a repository, its environments stay and the sweep says so;
+// expired ones still go.
+func TestSweepWithoutGitHub(t *testing.T) {
+	now := time.Now()
+	expired := prEnv(3)
+	expired.Expires = now.Add(-time.Second)
+	c := newMemCluster(prEnv(2), expired)
+	r := &Reaper{Cluster: c, DryRun: true}
+	sw, err := r.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.Removals) != 1 || sw.Removals[0].Environment.Namespace != "af-env-shop-pr-3" || len(sw.Kept) != 1 {
+		t.Fatalf("%+v", sw)
+	}
+	s := newStandin(t)
+	s.SetApp(testAppID, testSlug, &s.gh.key.PublicKey, testInstallation) // installed nowhere
+	r = &Reaper{Cluster: c, GitHub: s.gh, DryRun: true}
+	sw, err = r.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.Errors) != 1 || !strings.Contains(sw.Errors[0], "404") || len(sw.Removals) != 1 {
+		t.Fatalf("%+v", sw)
+	}
+}

@@ -1,0 +1,191 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/prreport"
+	afruntime "github.com/antifailure/af/runtime"
+)
+
+func get(h http.Handler, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	return w
+}
+
+// /healthz answers while the process runs; /readyz only when the cluster answers and the App's
+// key mints an installation token; /metrics has every metric the App promises.
+func TestOperations(t *testing.T) {
+	s := newStandin(t)
+	s.preview(t, 3)
+	c := newMemCluster(prEnv(3))
+	srv := newServer(t, c, s, nil)
+	if w := get(srv.Handler(), "/healthz"); w.Code != http.StatusOK {
+		t.Fatalf("healthz %d", w.Code)
+	}
+	c.down = true
+	if w := get(srv.Handler(), "/readyz"); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "connection refused") {
+		t.Fatalf("readyz with the cluster away: %d %s", w.Code, w.Body.String())
+	}
+	c.down = false
+	if w := get(srv.Handler(), "/readyz"); w.Code != http.StatusOK {
+		t.Fatalf("readyz: %d %s", w.Code, w.Body.String())
+	}
+	if s.TokensMinted() != 1 {
+		t.Fatalf("readiness minted %d tokens, want 1", s.TokensMinted())
+	}
+	get(srv.Handler(), "/readyz")
+	if s.TokensMinted() != 1 {
+		t.Fatalf("a second probe within 30s asked GitHub again")
+	}
+	post(t, srv.Handler(), "m-3", closedPayload(t, 3, false))
+	deliver(srv.Handler(), "pull_request", "m-bad", "application/json", []byte("{}"), map[string]string{"X-Hub-Signature-256": "sha256=00"})
+	drain(t, srv)
+	if _, err := srv.Reaper.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m := get(srv.Handler(), "/metrics").Body.String()
+	for _, want := range []string{
+		`af_app_deliveries_total{action="closed",event="pull_request",result="queued"} 1`,
+		`af_app_deliveries_total{action="",event="unknown",result="bad-signature"} 1`,
+		`af_app_queue_depth 0`,
+		`af_app_teardown_duration_seconds_count{result="ok"} 1`,
+		`af_app_reaper_sweeps_total{result="ok"} 1`,
+		`af_app_github_rate_limit_remaining `,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// Every log line is JSON and names the delivery.
+func TestLogsNameTheDelivery(t *testing.T) {
+	s := newStandin(t)
+	s.preview(t, 4)
+	var buf syncBuffer
+	srv, err := New(Config{Secret: secret, Cluster: newMemCluster(prEnv(4)), GitHub: s.gh, Log: slog.New(slog.NewJSONHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post(t, srv.Handler(), "log-4", closedPayload(t, 4, false))
+	drain(t, srv)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) < 4 {
+		t.Fatalf("%d log lines:\n%s", len(lines), buf.String())
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %s", l)
+		}
+		if _, ok := m["delivery"]; !ok {
+			t.Fatalf("no delivery id: %s", l)
+		}
+		if m["msg"] != "teardown dropped at shutdown; the reaper removes it" && m["delivery"] != "log-4" {
+			t.Fatalf("delivery %v, want log-4: %s", m["delivery"], l)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// blockingCluster holds every Down until released.
+type blockingCluster struct {
+	*memCluster
+	started chan string
+	release chan struct{}
+}
+
+func (b *blockingCluster) Down(ctx context.Context, ref afruntime.Ref) error {
+	b.started <- ref.Namespace
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return b.memCluster.Down(ctx, ref)
+}
+
+// SIGTERM's path: Run's context ends while a teardown runs. New deliveries are refused, the
+// running teardown finishes within the grace period, and Run returns.
+func TestGracefulShutdown(t *testing.T) {
+	s := newStandin(t)
+	s.preview(t, 9)
+	bc := &blockingCluster{memCluster: newMemCluster(prEnv(9)), started: make(chan string, 1), release: make(chan struct{})}
+	srv, err := New(Config{Secret: secret, Cluster: bc, GitHub: s.gh, Grace: 20 * time.Second, ReapInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	body := closedPayload(t, 9, false)
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", "shutdown-9")
+	req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("delivery: %d", resp.StatusCode)
+	}
+	<-bc.started // the teardown is running (the first sweep may have queued it too)
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Fatalf("still serving after shutdown began")
+	}
+	close(bc.release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	if bc.left() != 0 {
+		t.Fatalf("the in-flight teardown did not finish")
+	}
+	if cs := s.Comments(9); len(cs) != 1 || !prreport.IsGone(cs[0].Body) {
+		t.Fatalf("comment: %+v", cs)
+	}
+}
