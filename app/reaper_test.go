@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 func TestSweep(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	s := newStandin(t)
-	for _, n := range []int{1, 2, 3} {
+	for _, n := range []int{1, 2, 3, 4} {
 		s.preview(t, n)
 	}
 	s.SetPull(2, "closed", strings.Repeat("a", 40), true) // its webhook was lost
@@ -25,7 +26,7 @@ func TestSweep(t *testing.T) {
 	manual := afruntime.Environment{ID: "keep", Namespace: "af-env-keep", Repository: testRepo}
 	future := prEnv(1)
 	future.Expires = now.Add(time.Hour)
-	c := newMemCluster(future, prEnv(2), expired, manualTTL, manual)
+	c := newMemCluster(future, prEnv(2), expired, manualTTL, manual, prEnv(4))
 
 	dry := &Reaper{Cluster: c, GitHub: s.gh, DryRun: true, Now: func() time.Time { return now }}
 	sw, err := dry.Sweep(context.Background())
@@ -39,10 +40,10 @@ func TestSweep(t *testing.T) {
 	if len(got) != 3 || got["af-env-shop-pr-2"] != ReasonClosed || !strings.HasPrefix(got["af-env-shop-pr-3"], ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], ReasonExpired) {
 		t.Fatalf("removals %v", got)
 	}
-	if sw.Checked != 5 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
+	if sw.Checked != 6 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
 		t.Fatalf("sweep %+v", sw)
 	}
-	if c.left() != 5 {
+	if c.left() != 6 {
 		t.Fatalf("a dry run removed something")
 	}
 	asked := 0
@@ -61,12 +62,17 @@ func TestSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	drain(t, srv)
-	if c.left() != 2 {
-		t.Fatalf("%d left, want 2 (the open one and the manual one)", c.left())
+	if c.left() != 3 {
+		t.Fatalf("%d left, want 3 (the two open ones and the manual one)", c.left())
 	}
 	for n, reason := range map[int]string{2: ReasonClosed, 3: ReasonExpired} {
 		if cs := s.Comments(n); len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
 			t.Fatalf("pull request %d: %+v", n, cs)
+		}
+	}
+	for _, n := range []int{1, 4} {
+		if c.downs[fmt.Sprintf("af-env-shop-pr-%d", n)] != 0 {
+			t.Fatalf("open pull request %d's environment was removed", n)
 		}
 	}
 	if cs := s.Comments(1); prreport.IsGone(cs[0].Body) {

@@ -114,7 +114,7 @@ func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 	if len(removed) > 0 {
 		f.Environment, f.Namespace = removed[0].ID, removed[0].Namespace
 	} else if id, err := envid.ForPullRequest(t.Repository, t.PullRequest); err == nil {
-		f.Environment, f.Namespace = id, "(already removed)"
+		f.Environment = id
 	}
 	url, changed, err := rep.Retire(ctx, t.PullRequest, prreport.Comment(f))
 	if err != nil {

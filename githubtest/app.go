@@ -170,12 +170,12 @@ func (s *Server) handleMore(rq *request, key, base string) (int, any, bool) {
 		sort.Sort(sort.Reverse(sort.IntSlice(nums))) // newest first, as GitHub lists them
 		per := atoiOr(rq.query.Get("per_page"), 30)
 		page := atoiOr(rq.query.Get("page"), 1)
-		ex := first(example(rq, http.StatusOK))
 		p := paged{items: []any{}}
 		if lo := (page - 1) * per; lo < len(nums) {
 			hi := min(lo+per, len(nums))
 			for _, n := range nums[lo:hi] {
 				pr := s.pulls[n]
+				ex := first(example(rq, http.StatusOK)) // a fresh copy: overlay writes into it
 				p.items = append(p.items, overlay(ex, map[string]any{"number": n, "state": pr["state"], "head": map[string]any{"sha": pr["sha"]},
 					"url":             fmt.Sprintf("%s/pulls/%d", base, n),
 					"requested_teams": []any{}})) // GitHub's example team lacks its required type

@@ -644,11 +644,11 @@ func (s *Server) handle(rq *request) (int, any) {
 			if d.ID != id {
 				continue
 			}
-			ex := first(example(rq, http.StatusOK))
 			per := atoiOr(rq.query.Get("per_page"), 30)
 			items := []any{}
 			for i := len(d.Statuses) - 1; i >= 0 && len(items) < per; i-- { // newest first
 				st := d.Statuses[i]
+				ex := first(example(rq, http.StatusOK)) // a fresh copy: overlay writes into it
 				items = append(items, overlay(ex, map[string]any{"id": st.ID, "state": st.State, "environment_url": st.EnvironmentURL,
 					"description": st.Description, "log_url": st.LogURL, "environment": d.Environment,
 					"deployment_url": fmt.Sprintf("%s/deployments/%d", base, d.ID), "repository_url": base,

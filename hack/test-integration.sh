@@ -3,7 +3,8 @@
 # and always taken down again, even when a test fails.
 #   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
 #      image in containerd, the Kubernetes runtime (af up/down/status of the example and more),
-#      the GitHub Action run by nektos/act against the GitHub stand-in,
+#      the GitHub Action run by nektos/act against the GitHub stand-in, the GitHub App (teardown,
+#      reaper, an API server restart),
 #      then conformance (the roster and the startup proof; the verdict reader must accept);
 #   1c. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
 #      exemption): af up refuses naming the link-local and node routes, and the reader refuses
@@ -37,6 +38,10 @@ AF_TESTCLUSTER=1 gotest -skip '^(TestConformance|TestImmediateStartupCannotBypas
 # The GitHub Action under nektos/act: its own image in the private daemon, the GitHub stand-in,
 # this cluster (opened, synchronize, closed).
 AF_TESTCLUSTER=1 gotest -run 'TestActionUnderAct$' ./action/
+# The GitHub App: closed deliveries, the reaper (lost webhook, expired TTL), namespaces that are
+# not its own left untouched, and a teardown that outlives an API server restart (last: the
+# API server is stopped and started again).
+AF_TESTCLUSTER=1 gotest -run 'TestAppOnTheCluster' ./app/
 
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
 

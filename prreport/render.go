@@ -121,7 +121,11 @@ func Summary(f *Facts) string {
 func body(b *strings.Builder, f *Facts) {
 	switch f.State {
 	case Gone:
-		fmt.Fprintf(b, "The environment and its namespace `%s` were removed %s", f.Namespace, f.At.UTC().Format("2006-01-02 15:04 UTC"))
+		if f.Namespace != "" {
+			fmt.Fprintf(b, "The environment and its namespace `%s` were removed %s", f.Namespace, f.At.UTC().Format("2006-01-02 15:04 UTC"))
+		} else {
+			fmt.Fprintf(b, "The environment is gone (nothing of it was left on the cluster) as of %s", f.At.UTC().Format("2006-01-02 15:04 UTC"))
+		}
 		if f.Reason != "" {
 			fmt.Fprintf(b, ": %s", f.Reason)
 		}

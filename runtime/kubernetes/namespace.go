@@ -37,22 +37,11 @@ func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime
 		if !apierrors.IsNotFound(err) {
 			return apiError(t.c, "reading namespace "+t.ns, err)
 		}
-		labels := map[string]string{LabelManaged: "true", LabelEnvironment: t.id, LabelManagedBy: "af"}
-		ann := map[string]string{}
-		if spec.Repository != "" {
-			ann[AnnotationRepository] = spec.Repository
-			if v := repoLabel(spec.Repository); v != "" {
-				labels[LabelRepository] = v
-			}
-		}
-		if spec.PullRequest > 0 {
-			labels[LabelPullRequest] = strconv.Itoa(spec.PullRequest)
-		}
+		var exp time.Time
 		if ttl, err := t.m.Runtime.TTL.Value(); err == nil && ttl > 0 {
-			exp := r.opts.Now().Add(ttl).UTC().Truncate(time.Second)
-			labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
-			ann[AnnotationExpiresAt] = exp.Format(time.RFC3339)
+			exp = r.opts.Now().Add(ttl)
 		}
+		labels, ann := NamespaceLabels(t.id, spec.Repository, spec.PullRequest, exp)
 		_, err = nss.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: t.ns, Labels: labels, Annotations: ann}}, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) && attempt == 0 {
 			continue // created meanwhile: judge it like any existing one
@@ -63,6 +52,30 @@ func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime
 		r.progress(ctx).Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
 		return nil
 	}
+}
+
+// NamespaceLabels are the labels and annotations of an environment's namespace: af's mark
+// (managed), its id, its repository (exact in the annotation, as a label value in the label),
+// its pull request (0: none) and its expiry (zero: none). The App and the reaper find
+// environments by them.
+func NamespaceLabels(id, repository string, pullRequest int, expires time.Time) (labels, annotations map[string]string) {
+	labels = map[string]string{LabelManaged: "true", LabelEnvironment: id, LabelManagedBy: "af"}
+	annotations = map[string]string{}
+	if repository != "" {
+		annotations[AnnotationRepository] = repository
+		if v := repoLabel(repository); v != "" {
+			labels[LabelRepository] = v
+		}
+	}
+	if pullRequest > 0 {
+		labels[LabelPullRequest] = strconv.Itoa(pullRequest)
+	}
+	if !expires.IsZero() {
+		exp := expires.UTC().Truncate(time.Second)
+		labels[LabelExpires] = strconv.FormatInt(exp.Unix(), 10)
+		annotations[AnnotationExpiresAt] = exp.Format(time.RFC3339)
+	}
+	return labels, annotations
 }
 
 // resolver finds the cluster resolver's Service and the pods behind it.

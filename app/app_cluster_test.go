@@ -1,0 +1,243 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8s "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/runtime/kubernetes"
+	"github.com/antifailure/af/testcluster"
+)
+
+// clusterFixture is the App on the real test cluster: the Kubernetes runtime's Environments and
+// Down, the GitHub stand-in with the App installed.
+type clusterFixture struct {
+	h    *testcluster.Handle
+	kube k8s.Interface
+	rt   *kubernetes.Runtime
+	s    *standin
+	srv  *Server
+}
+
+func newClusterFixture(t *testing.T) *clusterFixture {
+	t.Helper()
+	h := testcluster.Require(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", h.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := &clusterFixture{h: h, kube: kube, s: newStandin(t)}
+	fx.rt = kubernetes.New(kubernetes.Options{Kubeconfig: h.Kubeconfig, DownTimeout: 3 * time.Minute,
+		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) }})
+	// The backoff outlasts an API server restart (about 40s here): 1s doubling to 10s, 12 tries.
+	fx.srv, err = New(Config{Secret: secret, Cluster: fx.rt, GitHub: fx.s.gh, Workers: 4, ReapInterval: time.Hour,
+		Attempts: 12, Base: time.Second, Max: 10 * time.Second, Log: slog.New(slog.NewTextHandler(testLog{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// environment makes pull request n's namespace as af up labels it (kubernetes.NamespaceLabels),
+// with a running pod in it that ignores SIGTERM for graceSeconds, so its removal takes the
+// namespace controller and the kubelet real work. labelled false makes the same name without
+// af's labels.
+func (fx *clusterFixture) environment(t *testing.T, ns, repo string, n int, expires time.Time, labelled bool, graceSeconds int64) *corev1.Namespace {
+	t.Helper()
+	ctx := context.Background()
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if labelled {
+		obj.Labels, obj.Annotations = kubernetes.NamespaceLabels(fmt.Sprintf("shop-pr-%d", n), repo, n, expires)
+	}
+	created, err := fx.kube.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = fx.kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "work"}, Spec: corev1.PodSpec{
+		TerminationGracePeriodSeconds: &graceSeconds,
+		Containers: []corev1.Container{{Name: "work", Image: fx.h.TestImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"sh", "-c", `trap "" TERM; while true; do sleep 1; done`}}}}}
+	if _, err := fx.kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		p, err := fx.kube.CoreV1().Pods(ns).Get(ctx, "work", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod in %s not running: %v %v", ns, err, p.Status)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return created
+}
+
+func (fx *clusterFixture) gone(ns string) bool {
+	_, err := fx.kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	return apierrors.IsNotFound(err)
+}
+
+func (fx *clusterFixture) waitGone(t *testing.T, ns string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !fx.gone(ns) {
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s still there after %s", ns, within)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (fx *clusterFixture) gonePR(t *testing.T, n int, reason string) {
+	t.Helper()
+	cs := fx.s.Comments(n)
+	if len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
+		t.Fatalf("pull request %d's comment: %+v", n, cs)
+	}
+	for _, d := range fx.s.Deployments() {
+		if d.Environment == prreport.Environment(n) {
+			if st := d.Statuses[len(d.Statuses)-1].State; st != "inactive" {
+				t.Fatalf("%s: %s", d.Environment, st)
+			}
+		}
+	}
+}
+
+// The App against the real cluster, in the order a demanding operator would try it.
+func TestAppOnTheCluster(t *testing.T) {
+	fx := newClusterFixture(t)
+	defer drain(t, fx.srv)
+	now := time.Now()
+
+	t.Run("closed delivery removes the environment and nothing else", func(t *testing.T) {
+		fx.s.preview(t, 101)
+		fx.environment(t, "af-env-shop-pr-101", testRepo, 101, time.Time{}, true, 1)
+		// Same pull request number, another repository: never touched.
+		other := fx.environment(t, "af-env-other-shop-pr-101", "other/shop", 101, time.Time{}, true, 1)
+		// The name af would give pull request 102, without af's labels: never touched.
+		fx.s.preview(t, 102)
+		squatter := fx.environment(t, "af-env-shop-pr-102", "", 0, time.Time{}, false, 1)
+		start := time.Now()
+		for _, n := range []int{101, 102} {
+			if code := post(t, fx.srv.Handler(), fmt.Sprintf("c-%d", n), closedPayload(t, n, n == 101)); code != http.StatusAccepted {
+				t.Fatal(code)
+			}
+		}
+		fx.waitGone(t, "af-env-shop-pr-101", 3*time.Minute)
+		t.Logf("closed → namespace gone in %s", time.Since(start).Round(100*time.Millisecond))
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(101); return len(c) == 1 && prreport.IsGone(c[0].Body) })
+		fx.gonePR(t, 101, ReasonMerged)
+		waitFor(t, time.Minute, func() bool { return fx.srv.Pool.Depth() == 0 && len(fx.s.Comments(102)) == 1 && prreport.IsGone(fx.s.Comments(102)[0].Body) })
+		for _, keep := range []*corev1.Namespace{other, squatter} {
+			ns, err := fx.kube.CoreV1().Namespaces().Get(context.Background(), keep.Name, metav1.GetOptions{})
+			if err != nil || ns.DeletionTimestamp != nil || ns.ResourceVersion != keep.ResourceVersion {
+				t.Fatalf("%s was touched: %v (resourceVersion %s → %s)", keep.Name, err, keep.ResourceVersion, ns.ResourceVersion)
+			}
+		}
+	})
+
+	t.Run("lost webhook: the reaper removes it in one sweep", func(t *testing.T) {
+		fx.s.preview(t, 104)
+		fx.environment(t, "af-env-shop-pr-104", testRepo, 104, time.Time{}, true, 1)
+		fx.s.SetPull(104, "closed", strings.Repeat("a", 40), false) // closed; no delivery came
+		sw, err := fx.srv.Reaper.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !removes(sw, "af-env-shop-pr-104") || removes(sw, "af-env-other-shop-pr-101") || removes(sw, "af-env-shop-pr-102") {
+			t.Fatalf("sweep %+v", sw)
+		}
+		fx.waitGone(t, "af-env-shop-pr-104", 3*time.Minute)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(104); return len(c) == 1 && prreport.IsGone(c[0].Body) })
+		fx.gonePR(t, 104, ReasonClosed)
+	})
+
+	t.Run("expired TTL: reaped while the pull request is open", func(t *testing.T) {
+		fx.s.preview(t, 105)
+		fx.environment(t, "af-env-shop-pr-105", testRepo, 105, now.Add(-time.Minute), true, 1)
+		fx.s.preview(t, 106)
+		fx.environment(t, "af-env-shop-pr-106", testRepo, 106, now.Add(time.Hour), true, 1)
+		sw, err := fx.srv.Reaper.Sweep(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !removes(sw, "af-env-shop-pr-105") || removes(sw, "af-env-shop-pr-106") {
+			t.Fatalf("sweep %+v", sw)
+		}
+		fx.waitGone(t, "af-env-shop-pr-105", 3*time.Minute)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(105); return len(c) == 1 && prreport.IsGone(c[0].Body) })
+		fx.gonePR(t, 105, ReasonExpired)
+		if fx.gone("af-env-shop-pr-106") {
+			t.Fatal("the environment with time left was removed")
+		}
+	})
+
+	t.Run("the API server restarted while a teardown runs: it completes", func(t *testing.T) {
+		fx.s.preview(t, 107)
+		// The pod ignores SIGTERM for 20s: the namespace is terminating when the API server goes.
+		fx.environment(t, "af-env-shop-pr-107", testRepo, 107, time.Time{}, true, 20)
+		if code := post(t, fx.srv.Handler(), "c-107", closedPayload(t, 107, false)); code != http.StatusAccepted {
+			t.Fatal(code)
+		}
+		waitFor(t, time.Minute, func() bool {
+			ns, err := fx.kube.CoreV1().Namespaces().Get(context.Background(), "af-env-shop-pr-107", metav1.GetOptions{})
+			return err == nil && ns.DeletionTimestamp != nil
+		})
+		start := time.Now()
+		if err := testcluster.RestartAPIServer(context.Background(), 5*time.Second, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("API server back after %s", time.Since(start).Round(100*time.Millisecond))
+		fx.waitGone(t, "af-env-shop-pr-107", 3*time.Minute)
+		waitFor(t, 2*time.Minute, func() bool { c := fx.s.Comments(107); return len(c) == 1 && prreport.IsGone(c[0].Body) })
+		fx.gonePR(t, 107, ReasonClosed)
+	})
+}
+
+// testLog writes the App's log lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func removes(sw *Sweep, ns string) bool {
+	for _, r := range sw.Removals {
+		if r.Environment.Namespace == ns {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFor(t *testing.T, within time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not so after %s", within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
