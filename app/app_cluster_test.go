@@ -147,7 +147,9 @@ func TestAppOnTheCluster(t *testing.T) {
 		t.Logf("closed → namespace gone in %s", time.Since(start).Round(100*time.Millisecond))
 		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(101); return len(c) == 1 && prreport.IsGone(c[0].Body) })
 		fx.gonePR(t, 101, ReasonMerged)
-		waitFor(t, time.Minute, func() bool { return fx.srv.Pool.Depth() == 0 && len(fx.s.Comments(102)) == 1 && prreport.IsGone(fx.s.Comments(102)[0].Body) })
+		waitFor(t, time.Minute, func() bool {
+			return fx.srv.Pool.Depth() == 0 && len(fx.s.Comments(102)) == 1 && prreport.IsGone(fx.s.Comments(102)[0].Body)
+		})
 		for _, keep := range []*corev1.Namespace{other, squatter} {
 			ns, err := fx.kube.CoreV1().Namespaces().Get(context.Background(), keep.Name, metav1.GetOptions{})
 			if err != nil || ns.DeletionTimestamp != nil || ns.ResourceVersion != keep.ResourceVersion {
