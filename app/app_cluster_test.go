@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/antifailure/af/prreport"
 	"github.com/antifailure/af/runtime/kubernetes"
@@ -192,6 +195,59 @@ func TestAppOnTheCluster(t *testing.T) {
 		if fx.gone("af-env-shop-pr-106") {
 			t.Fatal("the environment with time left was removed")
 		}
+	})
+
+	t.Run("deploy/app's RBAC is enough, and no more", func(t *testing.T) {
+		ctx := context.Background()
+		rbac, err := os.ReadFile(filepath.Join("..", "deploy", "app", "rbac.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := fx.h.Kubectl(ctx, string(rbac), "apply", "-f", "-"); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		t.Cleanup(func() { _, _ = fx.h.Kubectl(context.Background(), string(rbac), "delete", "--wait=false", "-f", "-") })
+		sa := "system:serviceaccount:af-system:af-app"
+		for _, c := range []struct {
+			verb, resource, want string
+		}{
+			{"list", "namespaces", "yes"}, {"delete", "namespaces", "yes"}, {"get", "namespaces", "yes"},
+			{"create", "namespaces", "no"}, {"update", "namespaces", "no"}, {"get", "secrets", "no"},
+			{"delete", "pods", "no"}, {"create", "pods", "no"}, {"list", "networkpolicies", "no"},
+		} {
+			out, _ := fx.h.Kubectl(ctx, "", "auth", "can-i", c.verb, c.resource, "--all-namespaces", "--as", sa)
+			if strings.TrimSpace(out) != c.want {
+				t.Errorf("can %s %s %s: %q, want %s", sa, c.verb, c.resource, strings.TrimSpace(out), c.want)
+			}
+		}
+		token, err := fx.h.Kubectl(ctx, "", "-n", "af-system", "create", "token", "af-app", "--duration", "10m")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, token)
+		}
+		admin, err := clientcmd.LoadFromFile(fx.h.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := clientcmdapi.NewConfig()
+		cur := admin.Contexts[admin.CurrentContext]
+		cfg.Clusters["c"] = admin.Clusters[cur.Cluster]
+		cfg.AuthInfos["af-app"] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(token)}
+		cfg.Contexts["af-app"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "af-app"}
+		cfg.CurrentContext = "af-app"
+		path := filepath.Join(t.TempDir(), "af-app.kubeconfig")
+		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+			t.Fatal(err)
+		}
+		fx.s.preview(t, 108)
+		fx.environment(t, "af-env-shop-pr-108", testRepo, 108, time.Time{}, true, 1)
+		x := &Teardowner{Cluster: kubernetes.New(kubernetes.Options{Kubeconfig: path, DownTimeout: 3 * time.Minute}), GitHub: fx.s.gh}
+		if err := x.Run(ctx, Teardown{Delivery: "rbac-108", Repository: testRepo, PullRequest: 108, Reason: ReasonClosed}); err != nil {
+			t.Fatalf("teardown as the App's service account: %v", err)
+		}
+		if !fx.gone("af-env-shop-pr-108") {
+			t.Fatal("not removed")
+		}
+		fx.gonePR(t, 108, ReasonClosed)
 	})
 
 	t.Run("the API server restarted while a teardown runs: it completes", func(t *testing.T) {
