@@ -18,7 +18,7 @@ FUZZTIME  ?= 5m
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit integration conformance k8s-conformance lint generate check-generated bench bench-sidecar bench-up bench-publish fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration conformance k8s-conformance lint generate check-generated bench bench-sidecar bench-app bench-up bench-publish fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -84,6 +84,9 @@ fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing
 	$(GO) test ./sidecar/dnsserver -run '^$$' -fuzz '^FuzzAnswer$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./sidecar/tlshello -run '^$$' -fuzz '^FuzzClientHello$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
 	$(GO) test ./sidecar/proxy -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS)
+
+bench-app: ## the App's webhook server under load on loopback next to a bare net/http handler: prints the table
+	AF_BENCH=1 $(GO) test -count=1 -timeout 10m -run TestBenchAppTable -v ./app/
 
 bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster)
 	@./hack/bench-up.sh
