@@ -55,3 +55,54 @@ func TestDeadlineDiscardsTheCutRound(t *testing.T) {
 		t.Errorf("the reported attempt was cut short: %+v (rounds %d)", a, res.Rounds)
 	}
 }
+
+// TestEscapeOutlivesTheSidecar: a route that got out in the last complete round is an escape,
+// even when the sidecar stops answering before the deadline (a loaded node, a sidecar that
+// crashed): the rounds after it prove nothing either way, and must not turn the escape into
+// "no answer".
+func TestEscapeOutlivesTheSidecar(t *testing.T) {
+	sidecar, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := sidecar.Addr().String()
+	accepted := 0
+	go func() {
+		for {
+			c, err := sidecar.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			if accepted++; accepted == 4 { // before and after two rounds, then gone
+				sidecar.Close()
+				return
+			}
+		}
+	}()
+	open, err := net.Listen("tcp", "127.0.0.1:0") // the "internet" answers: every round escapes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	go func() {
+		for {
+			c, err := open.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	res := Check(context.Background(), Config{
+		Targets:  []Target{{Route: RouteTCP, Addr: open.Addr().String()}},
+		Sidecar:  addr,
+		Rounds:   3,
+		Timeout:  100 * time.Millisecond,
+		Interval: 10 * time.Millisecond,
+		Deadline: time.Second,
+	})
+	if res.Verdict != Escape || len(res.Escaped) != 1 {
+		t.Fatalf("verdict %s (%s) after %d rounds, escaped %+v: want escaped", res.Verdict, res.Reason, res.Rounds, res.Escaped)
+	}
+}

@@ -170,7 +170,9 @@ func Check(ctx context.Context, cfg Config) Result {
 		if err := sidecarUp(ctx, cfg); err != nil {
 			lastReason = "the sidecar did not answer before the round: " + err.Error()
 			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
-			streak, last = 0, nil
+			// The streak is broken; the last complete round stays the evidence: a route that got
+			// out there is an escape even when the sidecar stops answering afterwards.
+			streak = 0
 		} else {
 			attempts := runRound(ctx, cfg, round)
 			// (By the clock too: an attempt can end at the deadline a moment before the

@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "d3efa18d6e325082"
+const EngineDigest = "4930675ade0ffecb"
