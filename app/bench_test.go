@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -103,11 +102,7 @@ func load(t *testing.T, name, url string, bodies [][]byte, clients int, d time.D
 			for time.Now().Before(stop) {
 				i := next.Add(1)
 				k := int(i) % len(bodies)
-				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(bodies[k]))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "pull_request")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%s-%d", name, i))
-				req.Header.Set("X-Hub-Signature-256", sigs[k])
+				req := signedRequest(url, fmt.Sprintf("load-%s-%d", name, i), bodies[k], sigs[k])
 				t0 := time.Now()
 				resp, err := client.Do(req)
 				if err == nil {
@@ -168,17 +163,12 @@ func TestBenchAppTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	base, stop := running(t, srv)
+	app := load(t, "af app serve", base+"/webhook", bodies, clients, d)
+	depth := srv.Pool.Depth()
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	app := load(t, "af app serve", "http://"+ln.Addr().String()+"/webhook", bodies, clients, d)
-	depth := srv.Pool.Depth()
-	cancel()
-	<-done
 
 	fmt.Printf("\nwebhook acknowledgements, %d clients, %s each, %d-byte signed pull_request closed payloads\n", clients, d, len(bodies[0]))
 	fmt.Printf("%-16s %12s %10s %10s %10s %10s %8s\n", "server", "deliveries/s", "requests", "p50", "p99", "max", "errors")

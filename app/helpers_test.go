@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -222,4 +224,36 @@ func post(t *testing.T, h http.Handler, id string, body []byte) int {
 	t.Helper()
 	w := deliver(h, "pull_request", id, "application/json", body, map[string]string{"X-Hub-Signature-256": Sign(secret, body)})
 	return w.Code
+}
+
+// signedRequest is a pull_request delivery to url as GitHub sends it.
+func signedRequest(url, delivery string, body []byte, signature string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "pull_request")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", signature)
+	return req
+}
+
+// running starts srv.Run on a loopback listener: its base URL, and a stop that ends Run and
+// returns what it returned.
+func running(t *testing.T, srv *Server) (string, func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, ln) }()
+	return "http://" + ln.Addr().String(), func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("Run did not return within 60s of its context ending")
+		}
+	}
 }

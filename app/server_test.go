@@ -6,11 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,7 +73,7 @@ func TestOperations(t *testing.T) {
 func TestLogsNameTheDelivery(t *testing.T) {
 	s := newStandin(t)
 	s.preview(t, 4)
-	var buf syncBuffer
+	var buf bytes.Buffer // slog's handler serialises its writes; it is read after the workers end
 	srv, err := New(Config{Secret: secret, Cluster: newMemCluster(prEnv(4)), GitHub: s.gh, Log: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -98,23 +96,6 @@ func TestLogsNameTheDelivery(t *testing.T) {
 			t.Fatalf("delivery %v, want log-4: %s", m["delivery"], l)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // blockingCluster holds every Down until released.
@@ -144,21 +125,10 @@ func TestGracefulShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
+	url, stop := running(t, srv)
+	stopped := make(chan error, 1)
 	body := closedPayload(t, 9, false)
-	req, _ := http.NewRequest(http.MethodPost, url+"/webhook", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "pull_request")
-	req.Header.Set("X-GitHub-Delivery", "shutdown-9")
-	req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "shutdown-9", body, Sign(secret, body)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,19 +138,19 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("delivery: %d", resp.StatusCode)
 	}
 	<-bc.started // the teardown is running (the first sweep may have queued it too)
-	cancel()
+	go func() { stopped <- stop() }()
 	time.Sleep(100 * time.Millisecond)
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Fatalf("still serving after shutdown began")
 	}
 	close(bc.release)
 	select {
-	case err := <-done:
+	case err := <-stopped:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
+		t.Fatal("Run did not return within the grace period")
 	}
 	if bc.left() != 0 {
 		t.Fatalf("the in-flight teardown did not finish")

@@ -14,20 +14,7 @@ import (
 func TestDeadlineDiscardsTheCutRound(t *testing.T) {
 	// The sidecar answers; the "resolver" receives and never replies, so every attempt runs
 	// to its full timeout and is denied by timeout.
-	sidecar, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sidecar.Close()
-	go func() {
-		for {
-			c, err := sidecar.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sidecar := acceptor(t, 0)
 	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -61,42 +48,11 @@ func TestDeadlineDiscardsTheCutRound(t *testing.T) {
 // crashed): the rounds after it prove nothing either way, and must not turn the escape into
 // "no answer".
 func TestEscapeOutlivesTheSidecar(t *testing.T) {
-	sidecar, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := sidecar.Addr().String()
-	accepted := 0
-	go func() {
-		for {
-			c, err := sidecar.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-			if accepted++; accepted == 4 { // before and after two rounds, then gone
-				sidecar.Close()
-				return
-			}
-		}
-	}()
-	open, err := net.Listen("tcp", "127.0.0.1:0") // the "internet" answers: every round escapes
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
-	go func() {
-		for {
-			c, err := open.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	sidecar := acceptor(t, 4) // before and after two rounds, then gone
+	open := acceptor(t, 0)    // the "internet" answers: every round escapes
 	res := Check(context.Background(), Config{
 		Targets:  []Target{{Route: RouteTCP, Addr: open.Addr().String()}},
-		Sidecar:  addr,
+		Sidecar:  sidecar.Addr().String(),
 		Rounds:   3,
 		Timeout:  100 * time.Millisecond,
 		Interval: 10 * time.Millisecond,
@@ -105,4 +61,29 @@ func TestEscapeOutlivesTheSidecar(t *testing.T) {
 	if res.Verdict != Escape || len(res.Escaped) != 1 {
 		t.Fatalf("verdict %s (%s) after %d rounds, escaped %+v: want escaped", res.Verdict, res.Reason, res.Rounds, res.Escaped)
 	}
+}
+
+// acceptor listens on loopback and accepts and closes every connection; after n of them (0:
+// never) it stops listening, as a sidecar that went away.
+func acceptor(t *testing.T, n int) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for i := 1; ; i++ {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			if i == n {
+				ln.Close()
+				return
+			}
+		}
+	}()
+	return ln
 }

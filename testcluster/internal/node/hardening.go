@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -91,17 +90,7 @@ func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 // restartKubeRouter stops kube-router, empties its input chain (it keeps a rule for each range
 // it was ever given), and starts it with this cluster's options.
 func (c *Cluster) restartKubeRouter(ctx context.Context) error {
-	pid, err := readPid(filepath.Join(c.dirs.Pids(), "kube-router.pid"))
-	if err == nil && alive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for alive(pid) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		if alive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
+	c.stop("kube-router", 10*time.Second)
 	if _, err := run(ctx, "iptables", "-F", "KUBE-ROUTER-INPUT"); err != nil && !strings.Contains(err.Error(), "No chain") {
 		return fmt.Errorf("flush KUBE-ROUTER-INPUT: %w", err)
 	}

@@ -117,17 +117,9 @@ func (c *Cluster) waitFor(ctx context.Context, what, proc string, timeout time.D
 // same flags and waits until it is ready: a test of what survives the control plane going away.
 func (c *Cluster) RestartAPIServer(ctx context.Context, downFor time.Duration) error {
 	p := c.apiserver()
-	pid, err := readPid(filepath.Join(c.dirs.Pids(), p.name+".pid"))
-	if err != nil || !alive(pid) {
+	pid := c.stop(p.name, 30*time.Second)
+	if pid == 0 {
 		return fmt.Errorf("restart %s: it is not running", p.name)
-	}
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	deadline := time.Now().Add(30 * time.Second)
-	for alive(pid) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if alive(pid) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	c.logf("stopped %s (pid %d)", p.name, pid)
 	select {
@@ -142,4 +134,22 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, downFor time.Duration) e
 		_, err := c.Kubectl(ctx, "", "get", "--raw", "/readyz")
 		return err
 	})
+}
+
+// stop asks the process named name (by pid file) to stop, kills it after grace, and returns its
+// pid (0 when it was not running).
+func (c *Cluster) stop(name string, grace time.Duration) int {
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
+	if err != nil || !alive(pid) {
+		return 0
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return pid
 }
