@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/antifailure/af/prreport"
 	"github.com/antifailure/af/runtime/kubernetes"
@@ -220,22 +219,8 @@ func TestAppOnTheCluster(t *testing.T) {
 				t.Errorf("can %s %s %s: %q, want %s", sa, c.verb, c.resource, strings.TrimSpace(out), c.want)
 			}
 		}
-		token, err := fx.h.Kubectl(ctx, "", "-n", "af-system", "create", "token", "af-app", "--duration", "10m")
+		path, err := fx.h.KubeconfigAs(ctx, "af-system", "af-app", t.TempDir())
 		if err != nil {
-			t.Fatalf("%v\n%s", err, token)
-		}
-		admin, err := clientcmd.LoadFromFile(fx.h.Kubeconfig)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := clientcmdapi.NewConfig()
-		cur := admin.Contexts[admin.CurrentContext]
-		cfg.Clusters["c"] = admin.Clusters[cur.Cluster]
-		cfg.AuthInfos["af-app"] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(token)}
-		cfg.Contexts["af-app"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "af-app"}
-		cfg.CurrentContext = "af-app"
-		path := filepath.Join(t.TempDir(), "af-app.kubeconfig")
-		if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 			t.Fatal(err)
 		}
 		fx.s.preview(t, 108)

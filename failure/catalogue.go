@@ -250,6 +250,17 @@ var (
 		Do: "Let af list nodes and servicecidrs (networking.k8s.io), or name the ranges in " +
 			"AF_CLUSTER_CIDRS (comma-separated), or remove the cidr rule.",
 	}
+	ForwardRefused = &Entry{
+		Code:  "AF-RUN-053",
+		Title: "not allowed to reach the environment's pods",
+		Exit:  ExitRefused,
+		Means: "Reading what the environment saw (its sidecar's decisions and inbox) or sending a " +
+			"webhook into it goes through a port-forward to one of its pods, and the cluster refused " +
+			"af's identity that (pods/portforward). Nothing else was tried: af never reaches the " +
+			"sidecar another way.",
+		Do: "Grant the identity `create` on `pods/portforward` in the environment's namespace (a " +
+			"Role and RoleBinding there), or run the command with a context that has it.",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -342,7 +353,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
-		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown,
+		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused,
 		Internal,
 	}
 }

@@ -191,3 +191,35 @@ func (p Progress) Printf(format string, args ...any) {
 		p(format, args...)
 	}
 }
+
+// Observer is what a runtime with Capabilities.NetLog offers for reading what an environment
+// saw: a way to its sidecar's control API (the decision log, the inbox). A runtime without it
+// refuses these commands with AF-RUN-044, naming itself.
+type Observer interface {
+	// Sidecar opens a way to the environment's sidecar control API. The caller closes it.
+	Sidecar(ctx context.Context, env Ref) (*Link, error)
+}
+
+// Link is an open way into an environment: Addr is a loopback host:port. Close ends it and
+// waits until its listener and streams are gone.
+type Link struct {
+	Addr string
+	// Via says how it goes (for messages): "port-forward to pod af-sidecar-…".
+	Via   string
+	close func() error
+}
+
+// NewLink returns a Link that close ends.
+func NewLink(addr, via string, close func() error) *Link {
+	return &Link{Addr: addr, Via: via, close: close}
+}
+
+// Close ends the link. It is safe to call more than once.
+func (l *Link) Close() error {
+	if l == nil || l.close == nil {
+		return nil
+	}
+	c := l.close
+	l.close = nil
+	return c()
+}

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/testcluster/internal/layout"
@@ -224,4 +227,29 @@ func WriteTestImageArchive(ctx context.Context, path, aftool string) error {
 		return err
 	}
 	return node.WriteImage(spec, node.TestImage, path)
+}
+
+// KubeconfigAs writes a kubeconfig into dir that authenticates as the ServiceAccount
+// namespace/name (a token the API server issues for 10 minutes), for tests of what an
+// identity with only its own RBAC can and cannot do.
+func (h *Handle) KubeconfigAs(ctx context.Context, namespace, name, dir string) (string, error) {
+	token, err := h.Kubectl(ctx, "", "-n", namespace, "create", "token", name, "--duration", "10m")
+	if err != nil {
+		return "", err
+	}
+	admin, err := clientcmd.LoadFromFile(h.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cur, ok := admin.Contexts[admin.CurrentContext]
+	if !ok {
+		return "", fmt.Errorf("the test cluster's kubeconfig has no current context")
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["cluster"] = admin.Clusters[cur.Cluster]
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: strings.TrimSpace(token)}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: "cluster", AuthInfo: name}
+	cfg.CurrentContext = name
+	path := filepath.Join(dir, name+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
 }

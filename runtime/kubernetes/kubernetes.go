@@ -108,6 +108,7 @@ var _ afruntime.Runtime = (*Runtime)(nil)
 
 type client struct {
 	cs      kubernetes.Interface
+	cfg     *rest.Config
 	context string
 	server  string
 }
@@ -145,7 +146,7 @@ func (r *Runtime) Name() string { return Name }
 // Capabilities of the Kubernetes runtime. The sidecar's log and inbox need a port-forward
 // that is not built yet.
 func (r *Runtime) Capabilities() afruntime.Capabilities {
-	return afruntime.Capabilities{Ingress: true, Replicas: true, Resources: true, Migrations: true}
+	return afruntime.Capabilities{Ingress: true, Replicas: true, Resources: true, Migrations: true, NetLog: true}
 }
 
 // contextFor picks the kubeconfig context: the manifest's, else --context, else current.
@@ -208,7 +209,7 @@ func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, e
 		return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)
 	}
 	r.progress(ctx).Printf("using kubeconfig context %q (from %s), API server %s", name, from, cfg.Host)
-	c := &client{cs: cs, context: name, server: cfg.Host}
+	c := &client{cs: cs, cfg: cfg, context: name, server: cfg.Host}
 	if _, err := cs.Discovery().ServerVersion(); err != nil {
 		// A refusal here is of the credentials themselves, not of one permission.
 		if apierrors.IsForbidden(err) {

@@ -23,6 +23,7 @@ import (
 	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/sidecar/control"
 	"github.com/antifailure/af/testcluster"
 )
 
@@ -249,6 +250,45 @@ func TestUpTheExample(t *testing.T) {
 	}
 	if c := r["blocked-proxy"]; !strings.HasPrefix(c.out, "HTTP/1.1 403") {
 		t.Errorf("blocked host through the explicit proxy: %+v", c)
+	}
+
+	// What the sidecar decided, read through a port-forward to its control port: the blocked
+	// and the allowed host, each with its rule. Closing the link leaves no listener.
+	link, err := rt.Sidecar(ctx, ref)
+	if err != nil {
+		t.Fatalf("the sidecar's link: %v", err)
+	}
+	entries, _, err := (&control.Client{Addr: link.Addr}).Log(ctx, control.LogQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sawBlocked, sawAllowed bool
+	for _, e := range entries {
+		sawBlocked = sawBlocked || e.Host == in.BlockedAPIHost && !e.Allowed && e.Rule != "" && e.Status == 403
+		sawAllowed = sawAllowed || e.Host == in.AllowedAPIHost && e.Allowed && e.Rule != ""
+	}
+	if !sawBlocked || !sawAllowed {
+		t.Errorf("the decision log through %s lacks the blocked (%v) or the allowed (%v) host: %+v", link.Via, sawBlocked, sawAllowed, entries)
+	}
+	if err := link.Close(); err != nil {
+		t.Errorf("closing the link: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", link.Addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the port-forward still listens on %s after Close", link.Addr)
+	}
+	// An identity without pods/portforward is refused by name before anything else is tried
+	// (it may not even read namespaces: a refusal of that would be AF-RUN-002).
+	if out, err := f.h.Kubectl(ctx, "", "-n", "default", "create", "serviceaccount", "af-no-forward"); err != nil && !strings.Contains(out+err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.h.Kubectl(context.Background(), "", "-n", "default", "delete", "serviceaccount", "af-no-forward") })
+	kc, err := f.h.KubeconfigAs(ctx, "default", "af-no-forward", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Kubeconfig: kc}).Sidecar(ctx, ref); failure.As(err) == nil || failure.As(err).Entry != failure.ForwardRefused {
+		t.Errorf("without pods/portforward: %v, want AF-RUN-053", err)
 	}
 
 	// Idempotence: a second up converges without replacing anything.

@@ -16,7 +16,6 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/runtime/runtimetest"
 )
 
 // Manifest is a valid manifest of two image services.
@@ -44,7 +43,8 @@ type Env struct {
 	Manifest string            // the af.yaml content (default Manifest)
 	Vars     map[string]string // af's environment
 	JSON     bool              // -o json
-	Runtime  *runtimetest.Fake // the runtime every manifest gets
+	Runtime  afruntime.Runtime // the runtime every manifest gets (a *runtimetest.Fake, or one around it)
+	Ctx      context.Context   // the command's context (default: one that never ends)
 }
 
 // Exec builds the command with newCmd over a Factory made from e, runs it with args and
@@ -73,6 +73,10 @@ func Exec(t *testing.T, e Env, newCmd func(*factory.Factory) *cobra.Command, arg
 	cmd.SetArgs(args)
 	cmd.SetOut(new(bytes.Buffer))
 	cmd.SetErr(new(bytes.Buffer))
-	err := cmd.ExecuteContext(context.Background())
+	ctx := e.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	err := cmd.ExecuteContext(ctx)
 	return Run{Out: out.String(), ErrOut: errOut.String(), Err: err}
 }

@@ -26,19 +26,15 @@ type spec struct {
 }
 
 var specs = []spec{
-	{path: []string{"net", "log"}, manifest: true,
-		short:   "Show what the environment's sidecar allowed, blocked and captured",
-		missing: "it reads what the environment's sidecar decided, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
 	{path: []string{"inbox"}, manifest: true,
 		short:   "List, read and wait for requests and mail the sidecar captured",
-		missing: "it reads what the environment's sidecar decided, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
+		missing: "the sidecar is reached (af net log reads it), but the inbox commands on top of that link are not built yet", runtimeRefuses: true},
 	{path: []string{"webhook", "trigger"}, manifest: true,
-		short:   "Send a signed pull_request webhook to the af GitHub App",
-		missing: "it sends through the environment's sidecar and reads what it captured, and reaching a sidecar inside the cluster needs a port-forward that is not built yet", runtimeRefuses: true},
+		short:   "Send a signed webhook into the environment, as a provider would",
+		missing: "it delivers through a port-forward to the service, which is not built yet (the sidecar's is)", runtimeRefuses: true},
 }
 
 var parentShort = map[string]string{
-	"net":     "Inspect what the environment's sidecar decided",
 	"webhook": "Work with the af GitHub App's webhooks",
 }
 

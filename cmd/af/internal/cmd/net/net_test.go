@@ -1,0 +1,157 @@
+package netcmd
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/cmd/af/internal/cmdtest"
+	"github.com/antifailure/af/failure"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/runtimetest"
+	"github.com/antifailure/af/sidecar/control"
+	"github.com/antifailure/af/sidecar/decisionlog"
+	"github.com/antifailure/af/sidecar/inbox"
+)
+
+// observed is a runtime whose link reaches a real sidecar control API (the sidecar's own
+// handler over its own decision log) on loopback.
+type observed struct {
+	*runtimetest.Fake
+	log *decisionlog.Log
+
+	mu    sync.Mutex
+	addr  string
+	links int
+}
+
+func newObserved() *observed {
+	return &observed{Fake: &runtimetest.Fake{Caps: afruntime.Capabilities{NetLog: true}}, log: decisionlog.New("shop-pr-7", 1000, nil)}
+}
+
+func (o *observed) Sidecar(_ context.Context, ref afruntime.Ref) (*afruntime.Link, error) {
+	srv := httptest.NewServer(control.Handler(o.log, inbox.NewStore(10, 1<<20), nil))
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	o.mu.Lock()
+	o.addr, o.links = addr, o.links+1
+	o.mu.Unlock()
+	return afruntime.NewLink(addr, "test", func() error {
+		srv.Close()
+		o.mu.Lock()
+		o.links--
+		o.mu.Unlock()
+		return nil
+	}), nil
+}
+
+func (o *observed) record(host string, allowed bool, mode string) {
+	o.log.Record(decisionlog.Entry{Via: "proxy", Method: "GET", Host: host, Port: 443, Rule: "rule-" + host, Mode: mode, Allowed: allowed, Status: map[bool]int{true: 200, false: 403}[allowed]})
+}
+
+func TestNetLog(t *testing.T) {
+	o := newObserved()
+	o.record("api.stripe.test", true, "allow")
+	o.record("evil.test", false, "block")
+	o.record("evil.test", false, "block")
+	o.record("hooks.stripe.test", true, "allow")
+	o.record("smtp.mail.test", true, "capture")
+
+	r := cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdNet, "log", "--env", "e")
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.Out), "\n")
+	if len(lines) != 6 || !strings.Contains(lines[1], "block") || !strings.Contains(lines[1], "evil.test:443") || !strings.Contains(lines[1], "rule=rule-evil.test") {
+		t.Fatalf("output:\n%s", r.Out)
+	}
+	if got := lines[5]; got != "2 allowed, 2 blocked, 1 captured; blocked most: evil.test (2)" {
+		t.Fatalf("summary %q", got)
+	}
+
+	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o, JSON: true}, NewCmdNet, "log", "--env", "e", "--host", "*.STRIPE.test")
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	var hosts []string
+	for _, l := range strings.Split(strings.TrimSpace(r.Out), "\n") {
+		var e decisionlog.Entry
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("not one JSON object per line: %q", l)
+		}
+		hosts = append(hosts, e.Host)
+	}
+	if strings.Join(hosts, ",") != "api.stripe.test,hooks.stripe.test" {
+		t.Fatalf("--host: %v", hosts)
+	}
+
+	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdNet, "log", "--env", "e", "--blocked")
+	if strings.Count(r.Out, "block ") != 2 || strings.Contains(r.Out, "allow ") {
+		t.Fatalf("--blocked:\n%s", r.Out)
+	}
+	if o.links != 0 {
+		t.Fatalf("%d links left open", o.links)
+	}
+
+	for _, bad := range [][]string{{"--host", "[x"}, {"--since", "yesterday"}} {
+		r := cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdNet, append([]string{"log", "--env", "e"}, bad...)...)
+		if e := failure.As(r.Err); e == nil || e.Entry != failure.UsageInvalid {
+			t.Fatalf("%v: %v", bad, r.Err)
+		}
+	}
+}
+
+// A runtime that cannot reach a sidecar says so, naming itself.
+func TestNetLogRefusedByRuntime(t *testing.T) {
+	r := cmdtest.Exec(t, cmdtest.Env{Runtime: &runtimetest.Fake{}}, NewCmdNet, "log", "--env", "e")
+	if e := failure.As(r.Err); e == nil || e.Entry != failure.RuntimeCannot || !strings.Contains(r.Err.Error(), "the fake runtime cannot") {
+		t.Fatalf("%v", r.Err)
+	}
+}
+
+// --follow prints a decision made after it started within a second, and Ctrl-C (the context
+// ending) leaves no goroutine and no loopback listener behind.
+func TestNetLogFollow(t *testing.T) {
+	o := newObserved()
+	o.record("before.test", true, "allow")
+	before := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan cmdtest.Run, 1)
+	go func() { out <- cmdtest.Exec(t, cmdtest.Env{Runtime: o, Ctx: ctx}, NewCmdNet, "log", "--env", "e", "--follow") }()
+	time.Sleep(500 * time.Millisecond)
+	o.record("after.test", false, "block")
+	time.Sleep(time.Second) // within a second of being made it must be printed
+	cancel()
+	var r cmdtest.Run
+	select {
+	case r = <-out:
+	case <-time.After(5 * time.Second):
+		t.Fatal("--follow did not end when interrupted")
+	}
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if !strings.Contains(r.Out, "after.test") || !strings.Contains(r.Out, "before.test") || strings.Count(r.Out, "before.test:443") != 1 {
+		t.Fatalf("follow output:\n%s", r.Out)
+	}
+	if o.links != 0 {
+		t.Fatal("the link is still open")
+	}
+	if c, err := net.DialTimeout("tcp", o.addr, time.Second); err == nil {
+		c.Close()
+		t.Fatalf("something still listens on %s", o.addr)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
