@@ -118,6 +118,11 @@ func Status(w io.Writer, st *afruntime.Status) {
 		return
 	}
 	Result(w, &afruntime.Result{Probe: st.Probe, Services: st.Services, URLs: urls})
+	for _, s := range st.Services {
+		if s.State == afruntime.StateFailed {
+			fmt.Fprintf(w, "%s failed: `af logs %s --previous` shows its last lines\n", s.Name, s.Name)
+		}
+	}
 }
 
 func dash(s string) string {

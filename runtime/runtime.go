@@ -9,6 +9,7 @@ package runtime
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/antifailure/af/gate"
@@ -198,6 +199,24 @@ func (p Progress) Printf(format string, args ...any) {
 type Observer interface {
 	// Sidecar opens a way to the environment's sidecar control API. The caller closes it.
 	Sidecar(ctx context.Context, env Ref) (*Link, error)
+	// Logs writes a service's log lines to w, each prefixed with the instance that wrote it,
+	// until they end (or, with Follow, until ctx ends).
+	Logs(ctx context.Context, env Ref, o LogOptions, w io.Writer) error
+}
+
+// LogOptions choose what Logs reads.
+type LogOptions struct {
+	Service string
+	// Migration reads the service's migration instead of its instances.
+	Migration bool
+	// Gate reads the startup gate's lines instead of the service's own.
+	Gate bool
+	// Previous reads the instance's previous container: the one that crashed.
+	Previous bool
+	Follow   bool
+	// Since keeps lines newer than this (0: all); Tail keeps the last lines (0: all).
+	Since time.Duration
+	Tail  int64
 }
 
 // Link is an open way into an environment: Addr is a loopback host:port. Close ends it and

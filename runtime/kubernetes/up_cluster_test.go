@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -490,6 +491,17 @@ func TestFailingMigration(t *testing.T) {
 		t.Fatalf("want AF-RUN-006 with exit code 7 and the output, got %v", err)
 	}
 	ns := "af-env-migrate-test"
+	// af logs --migration: the migration's own output; --gate: what its gate checked first.
+	var mlog, glog strings.Builder
+	if err := rt.Logs(ctx, ref, afruntime.LogOptions{Service: "app", Migration: true}, &mlog); err != nil || !strings.Contains(mlog.String(), "| the schema is broken") {
+		t.Errorf("af logs --migration: %v\n%s", err, mlog.String())
+	}
+	if err := rt.Logs(ctx, ref, afruntime.LogOptions{Service: "app", Migration: true, Gate: true}, &glog); err != nil || !strings.Contains(glog.String(), "outcome=denied") {
+		t.Errorf("af logs --migration --gate: %v\n%s", err, glog.String())
+	}
+	if err := rt.Logs(ctx, ref, afruntime.LogOptions{Service: "nope"}, io.Discard); failure.As(err) == nil || failure.As(err).Entry != failure.UsageInvalid {
+		t.Errorf("af logs of a service the manifest lacks: %v", err)
+	}
 	if _, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the service's Deployment exists after a failed migration: %v", err)
 	}
@@ -687,6 +699,21 @@ func TestNotReadyReasons(t *testing.T) {
 				if err != nil || len(st.Services) != 1 || st.Services[0].ExitCode == nil || *st.Services[0].ExitCode != 3 || st.Services[0].State != afruntime.StateFailed {
 					t.Errorf("status of the crashed service: %v %+v", err, st)
 				}
+				// af logs --previous: the crashed container's last words, by instance.
+				var out strings.Builder
+				deadline := time.Now().Add(30 * time.Second)
+				for {
+					out.Reset()
+					err := rt.Logs(ctx, ref, afruntime.LogOptions{Service: "svc", Previous: true}, &out)
+					if err == nil && strings.Contains(out.String(), "| about to fail") {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("af logs --previous of the crashed service: %v\n%s", err, out.String())
+					}
+					time.Sleep(time.Second)
+				}
+				t.Logf("af logs --previous:\n%s", out.String())
 			}
 		})
 	}
