@@ -283,7 +283,9 @@ func TestUpTheExample(t *testing.T) {
 	if out, err := f.h.Kubectl(ctx, "", "-n", "default", "create", "serviceaccount", "af-no-forward"); err != nil && !strings.Contains(out+err.Error(), "already exists") {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = f.h.Kubectl(context.Background(), "", "-n", "default", "delete", "serviceaccount", "af-no-forward") })
+	t.Cleanup(func() {
+		_, _ = f.h.Kubectl(context.Background(), "", "-n", "default", "delete", "serviceaccount", "af-no-forward")
+	})
 	kc, err := f.h.KubeconfigAs(ctx, "default", "af-no-forward", t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -128,7 +128,9 @@ func TestNetLogFollow(t *testing.T) {
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan cmdtest.Run, 1)
-	go func() { out <- cmdtest.Exec(t, cmdtest.Env{Runtime: o, Ctx: ctx}, NewCmdNet, "log", "--env", "e", "--follow") }()
+	go func() {
+		out <- cmdtest.Exec(t, cmdtest.Env{Runtime: o, Ctx: ctx}, NewCmdNet, "log", "--env", "e", "--follow")
+	}()
 	time.Sleep(500 * time.Millisecond)
 	o.record("after.test", false, "block")
 	time.Sleep(time.Second) // within a second of being made it must be printed
