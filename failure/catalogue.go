@@ -261,6 +261,16 @@ var (
 		Do: "Grant the identity `create` on `pods/portforward` in the environment's namespace (a " +
 			"Role and RoleBinding there), or run the command with a context that has it.",
 	}
+	NothingArrived = &Entry{
+		Code:  "AF-RUN-054",
+		Title: "nothing arrived in the inbox",
+		Exit:  ExitFailure,
+		Means: "af inbox wait waited the whole timeout and the sidecar captured nothing that matched: " +
+			"the environment did not send that mail or request, sent it to an address or host the " +
+			"filter does not name, or sent it where the manifest's rules do not capture.",
+		Do: "Run `af inbox list` to see what did arrive and `af net log --host HOST` to see what " +
+			"the sidecar decided about it, then wait again with a longer --timeout if it is slow.",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -353,7 +363,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
-		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused,
+		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived,
 		Internal,
 	}
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/antifailure/af/sidecar/decisionlog"
+	"github.com/antifailure/af/sidecar/inbox"
 )
 
 // Client speaks the control API at Addr (host:port), as af net log and af inbox do through a
@@ -74,10 +76,74 @@ func (c *Client) get(ctx context.Context, path string, into any) error {
 		var e struct {
 			Error string `json:"error"`
 		}
+		msg := fmt.Sprintf("the sidecar answered %s with HTTP %d", path, resp.StatusCode)
 		if json.Unmarshal(body, &e) == nil && e.Error != "" {
-			return fmt.Errorf("the sidecar refused %s: %s", path, e.Error)
+			msg = "the sidecar refused " + path + ": " + e.Error
 		}
-		return fmt.Errorf("the sidecar answered %s with HTTP %d", path, resp.StatusCode)
+		return &statusError{status: resp.StatusCode, msg: msg}
 	}
 	return json.Unmarshal(body, into)
 }
+
+// InboxQuery narrows the inbox: kind (http or smtp), a recipient, a subject, a host.
+type InboxQuery struct {
+	Kind, To, Subject, Host string
+}
+
+func (q InboxQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"kind": q.Kind, "to": q.To, "subject": q.Subject, "host": q.Host} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// Inbox lists the captured messages matching q, oldest first.
+func (c *Client) Inbox(ctx context.Context, q InboxQuery) ([]inbox.Message, error) {
+	var out struct {
+		Messages []inbox.Message `json:"messages"`
+	}
+	err := c.get(ctx, "/v1/inbox?"+q.values().Encode(), &out)
+	return out.Messages, err
+}
+
+// Message returns one captured message.
+func (c *Client) Message(ctx context.Context, id string) (*inbox.Message, error) {
+	var m inbox.Message
+	if err := c.get(ctx, "/v1/inbox/"+url.PathEscape(id), &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// ErrNoMessage is Wait's answer when nothing matching arrived in time.
+var ErrNoMessage = errors.New("no matching message arrived in time")
+
+// Wait returns the first message matching q that arrives after the message named after ("":
+// any, including one already there), or ErrNoMessage after timeout (at most MaxWait).
+func (c *Client) Wait(ctx context.Context, q InboxQuery, after string, timeout time.Duration) (*inbox.Message, error) {
+	v := q.values()
+	v.Set("timeout", timeout.String())
+	if after != "" {
+		v.Set("after", after)
+	}
+	var m inbox.Message
+	err := c.get(ctx, "/v1/inbox/wait?"+v.Encode(), &m)
+	var st *statusError
+	if errors.As(err, &st) && st.status == http.StatusGatewayTimeout {
+		return nil, ErrNoMessage
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }

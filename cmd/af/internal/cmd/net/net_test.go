@@ -3,70 +3,29 @@ package netcmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"net"
-	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/failure"
-	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
-	"github.com/antifailure/af/sidecar/control"
 	"github.com/antifailure/af/sidecar/decisionlog"
-	"github.com/antifailure/af/sidecar/inbox"
 )
 
-// observed is a runtime whose link reaches a real sidecar control API (the sidecar's own
-// handler over its own decision log) on loopback.
-type observed struct {
-	*runtimetest.Fake
-	log *decisionlog.Log
-
-	mu    sync.Mutex
-	addr  string
-	links int
-}
-
-func newObserved() *observed {
-	return &observed{Fake: &runtimetest.Fake{Caps: afruntime.Capabilities{NetLog: true}}, log: decisionlog.New("shop-pr-7", 1000, nil)}
-}
-
-func (o *observed) Sidecar(_ context.Context, ref afruntime.Ref) (*afruntime.Link, error) {
-	srv := httptest.NewServer(control.Handler(o.log, inbox.NewStore(10, 1<<20), nil))
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	o.mu.Lock()
-	o.addr, o.links = addr, o.links+1
-	o.mu.Unlock()
-	return afruntime.NewLink(addr, "test", func() error {
-		srv.Close()
-		o.mu.Lock()
-		o.links--
-		o.mu.Unlock()
-		return nil
-	}), nil
-}
-
-func (o *observed) Logs(context.Context, afruntime.Ref, afruntime.LogOptions, io.Writer) error {
-	return errors.New("not asked of af net log")
-}
-
-func (o *observed) record(host string, allowed bool, mode string) {
-	o.log.Record(decisionlog.Entry{Via: "proxy", Method: "GET", Host: host, Port: 443, Rule: "rule-" + host, Mode: mode, Allowed: allowed, Status: map[bool]int{true: 200, false: 403}[allowed]})
+func record(o *runtimetest.Observed, host string, allowed bool, mode string) {
+	o.Log.Record(decisionlog.Entry{Via: "proxy", Method: "GET", Host: host, Port: 443, Rule: "rule-" + host, Mode: mode, Allowed: allowed, Status: map[bool]int{true: 200, false: 403}[allowed]})
 }
 
 func TestNetLog(t *testing.T) {
-	o := newObserved()
-	o.record("api.stripe.test", true, "allow")
-	o.record("evil.test", false, "block")
-	o.record("evil.test", false, "block")
-	o.record("hooks.stripe.test", true, "allow")
-	o.record("smtp.mail.test", true, "capture")
+	o := runtimetest.NewObserved()
+	record(o, "api.stripe.test", true, "allow")
+	record(o, "evil.test", false, "block")
+	record(o, "evil.test", false, "block")
+	record(o, "hooks.stripe.test", true, "allow")
+	record(o, "smtp.mail.test", true, "capture")
 
 	r := cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdNet, "log", "--env", "e")
 	if r.Err != nil {
@@ -100,8 +59,8 @@ func TestNetLog(t *testing.T) {
 	if strings.Count(r.Out, "block ") != 2 || strings.Contains(r.Out, "allow ") {
 		t.Fatalf("--blocked:\n%s", r.Out)
 	}
-	if o.links != 0 {
-		t.Fatalf("%d links left open", o.links)
+	if n, _ := o.Links(); n != 0 {
+		t.Fatalf("%d links left open", n)
 	}
 
 	for _, bad := range [][]string{{"--host", "[x"}, {"--since", "yesterday"}} {
@@ -123,8 +82,8 @@ func TestNetLogRefusedByRuntime(t *testing.T) {
 // --follow prints a decision made after it started within a second, and Ctrl-C (the context
 // ending) leaves no goroutine and no loopback listener behind.
 func TestNetLogFollow(t *testing.T) {
-	o := newObserved()
-	o.record("before.test", true, "allow")
+	o := runtimetest.NewObserved()
+	record(o, "before.test", true, "allow")
 	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := make(chan cmdtest.Run, 1)
@@ -132,7 +91,7 @@ func TestNetLogFollow(t *testing.T) {
 		out <- cmdtest.Exec(t, cmdtest.Env{Runtime: o, Ctx: ctx}, NewCmdNet, "log", "--env", "e", "--follow")
 	}()
 	time.Sleep(500 * time.Millisecond)
-	o.record("after.test", false, "block")
+	record(o, "after.test", false, "block")
 	time.Sleep(time.Second) // within a second of being made it must be printed
 	cancel()
 	var r cmdtest.Run
@@ -147,12 +106,13 @@ func TestNetLogFollow(t *testing.T) {
 	if !strings.Contains(r.Out, "after.test") || !strings.Contains(r.Out, "before.test") || strings.Count(r.Out, "before.test:443") != 1 {
 		t.Fatalf("follow output:\n%s", r.Out)
 	}
-	if o.links != 0 {
+	n, addr := o.Links()
+	if n != 0 {
 		t.Fatal("the link is still open")
 	}
-	if c, err := net.DialTimeout("tcp", o.addr, time.Second); err == nil {
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
-		t.Fatalf("something still listens on %s", o.addr)
+		t.Fatalf("something still listens on %s", addr)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {

@@ -26,9 +26,6 @@ type spec struct {
 }
 
 var specs = []spec{
-	{path: []string{"inbox"}, manifest: true,
-		short:   "List, read and wait for requests and mail the sidecar captured",
-		missing: "the sidecar is reached (af net log reads it), but the inbox commands on top of that link are not built yet", runtimeRefuses: true},
 	{path: []string{"webhook", "trigger"}, manifest: true,
 		short:   "Send a signed webhook into the environment, as a provider would",
 		missing: "it delivers through a port-forward to the service, which is not built yet (the sidecar's is)", runtimeRefuses: true},

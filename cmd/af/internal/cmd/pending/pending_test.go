@@ -17,7 +17,6 @@ func TestPendingSayWhatIsMissing(t *testing.T) {
 		args []string
 		want *failure.Entry
 	}{
-		{[]string{"inbox"}, failure.RuntimeCannot},
 	} {
 		root := func(f *factory.Factory) *cobra.Command {
 			r := &cobra.Command{Use: "af", SilenceErrors: true, SilenceUsage: true}

@@ -17,6 +17,7 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
+	"github.com/antifailure/af/cmd/af/internal/cmd/inbox"
 	"github.com/antifailure/af/cmd/af/internal/cmd/logs"
 	netcmd "github.com/antifailure/af/cmd/af/internal/cmd/net"
 	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
@@ -84,7 +85,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(engineimage.NewCmdEngineImage(f))
 	cmd.AddCommand(actioncmd.NewCmdAction(f))
 	cmd.AddCommand(appcmd.NewCmdApp(f), reap.NewCmdReap(f))
-	cmd.AddCommand(netcmd.NewCmdNet(f), logs.NewCmdLogs(f))
+	cmd.AddCommand(netcmd.NewCmdNet(f), logs.NewCmdLogs(f), inbox.NewCmdInbox(f))
 	for _, c := range pending.Commands(f) {
 		cmd.AddCommand(c)
 	}

@@ -173,7 +173,7 @@ func TestValidateUnreadable(t *testing.T) {
 func TestPendingCommandsSayUnavailable(t *testing.T) {
 	path := writeManifest(t, valid)
 	// Commands that read the sidecar are refused by the kubernetes runtime, naming it.
-	for _, args := range [][]string{{"inbox"}, {"webhook", "trigger"}} {
+	for _, args := range [][]string{{"webhook", "trigger"}} {
 		r := run(t, nil, "", append(args, "-f", path)...)
 		if r.code != 3 || !strings.Contains(r.errOut, "AF-RUN-044") || !strings.Contains(r.errOut, "the kubernetes runtime cannot") {
 			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
