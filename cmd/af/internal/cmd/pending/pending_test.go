@@ -16,8 +16,7 @@ func TestPendingSayWhatIsMissing(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want *failure.Entry
-	}{
-	} {
+	}{} {
 		root := func(f *factory.Factory) *cobra.Command {
 			r := &cobra.Command{Use: "af", SilenceErrors: true, SilenceUsage: true}
 			r.AddCommand(Commands(f)...)
