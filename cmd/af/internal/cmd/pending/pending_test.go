@@ -16,7 +16,9 @@ func TestPendingSayWhatIsMissing(t *testing.T) {
 	for _, c := range []struct {
 		args []string
 		want *failure.Entry
-	}{} {
+	}{
+		{[]string{"webhook", "trigger"}, failure.RuntimeCannot},
+	} {
 		root := func(f *factory.Factory) *cobra.Command {
 			r := &cobra.Command{Use: "af", SilenceErrors: true, SilenceUsage: true}
 			r.AddCommand(Commands(f)...)
