@@ -271,6 +271,16 @@ var (
 		Do: "Run `af inbox list` to see what did arrive and `af net log --host HOST` to see what " +
 			"the sidecar decided about it, then wait again with a longer --timeout if it is slow.",
 	}
+	WebhookRefused = &Entry{
+		Code:  "AF-RUN-055",
+		Title: "the service did not accept the webhook",
+		Exit:  ExitFailure,
+		Means: "af webhook trigger delivered the signed webhook and the service answered with a " +
+			"status other than 2xx: its handler refused the signature, the event or the payload, " +
+			"or the path is not its webhook endpoint. Its answer is printed above.",
+		Do: "Check that --secret-env names the same secret the service verifies with, that --to " +
+			"is its webhook path, and `af logs SERVICE` for what the handler said.",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -363,7 +373,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
-		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived,
+		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived, WebhookRefused,
 		Internal,
 	}
 }

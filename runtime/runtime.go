@@ -199,6 +199,9 @@ func (p Progress) Printf(format string, args ...any) {
 type Observer interface {
 	// Sidecar opens a way to the environment's sidecar control API. The caller closes it.
 	Sidecar(ctx context.Context, env Ref) (*Link, error)
+	// Service opens a way to port of one ready instance of a service (0: the manifest's port),
+	// for af webhook trigger. The caller closes it.
+	Service(ctx context.Context, env Ref, service string, port int) (*Link, error)
 	// Logs writes a service's log lines to w, each prefixed with the instance that wrote it,
 	// until they end (or, with Follow, until ctx ends).
 	Logs(ctx context.Context, env Ref, o LogOptions, w io.Writer) error

@@ -172,11 +172,47 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // environment's services cannot (the sidecar's ingress policy admits them on its proxy and DNS
 // ports only).
 func (r *Runtime) Sidecar(ctx context.Context, ref afruntime.Ref) (*afruntime.Link, error) {
+	t, err := r.linkTarget(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	f, err := r.forward(ctx, t, map[string]string{LabelRole: RoleSidecar}, sidecarControlPort, "the sidecar of "+ref.ID)
+	if err != nil {
+		return nil, err
+	}
+	return afruntime.NewLink(f.Addr, "port-forward to pod "+t.ns+"/"+f.Pod, f.Close), nil
+}
+
+// Service opens a port-forward to port (0: the manifest's) of one ready instance of service.
+func (r *Runtime) Service(ctx context.Context, ref afruntime.Ref, service string, port int) (*afruntime.Link, error) {
+	t, err := r.linkTarget(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := t.m.Services[service]
+	if !ok {
+		return nil, failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", service, joinSorted(sortedKeys(t.m.Services)))
+	}
+	if port == 0 {
+		port = s.Port
+	}
+	if port <= 0 || port > 65535 {
+		return nil, failure.Newf(failure.UsageInvalid, "service %s has no port in the manifest: name one (SERVICE:PORT)", service)
+	}
+	f, err := r.forward(ctx, t, map[string]string{LabelService: service, LabelWorkload: WorkloadService}, port, "service "+service)
+	if err != nil {
+		return nil, err
+	}
+	return afruntime.NewLink(f.Addr, fmt.Sprintf("port-forward to pod %s/%s port %d", t.ns, f.Pod, port), f.Close), nil
+}
+
+// linkTarget resolves ref for a link: the permission asked first (without it nothing else is
+// tried), then the namespace checked to be af's and this repository's.
+func (r *Runtime) linkTarget(ctx context.Context, ref afruntime.Ref) (*target, error) {
 	t, err := r.resolve(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	// The permission first: without it nothing else is tried.
 	if err := r.mayForward(ctx, t); err != nil {
 		return nil, err
 	}
@@ -191,9 +227,5 @@ func (r *Runtime) Sidecar(ctx context.Context, ref afruntime.Ref) (*afruntime.Li
 	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
 		return nil, err
 	}
-	f, err := r.forward(ctx, t, map[string]string{LabelRole: RoleSidecar}, sidecarControlPort, "the sidecar of "+ref.ID)
-	if err != nil {
-		return nil, err
-	}
-	return afruntime.NewLink(f.Addr, "port-forward to pod "+t.ns+"/"+f.Pod, f.Close), nil
+	return t, nil
 }

@@ -21,6 +21,8 @@ type Observed struct {
 	*Fake
 	Log *decisionlog.Log
 	Box *inbox.Store
+	// Services maps a service to the loopback host:port its link reaches.
+	Services map[string]string
 
 	mu    sync.Mutex
 	addr  string
@@ -49,6 +51,16 @@ func (o *Observed) Sidecar(_ context.Context, ref afruntime.Ref) (*afruntime.Lin
 		o.mu.Unlock()
 		return nil
 	}), nil
+}
+
+// Service reaches Services[service] (a loopback host:port the test serves) until closed.
+func (o *Observed) Service(_ context.Context, ref afruntime.Ref, service string, port int) (*afruntime.Link, error) {
+	o.record(Call{Method: "Service", Ref: ref})
+	addr, ok := o.Services[service]
+	if !ok {
+		return nil, errors.New("runtimetest.Observed: no service " + service)
+	}
+	return afruntime.NewLink(addr, "loopback", func() error { return nil }), nil
 }
 
 // Logs is not what Observed is for.

@@ -24,6 +24,10 @@ func (l *logged) Sidecar(context.Context, afruntime.Ref) (*afruntime.Link, error
 	return nil, fmt.Errorf("not asked of af logs")
 }
 
+func (l *logged) Service(context.Context, afruntime.Ref, string, int) (*afruntime.Link, error) {
+	return nil, fmt.Errorf("not asked of af logs")
+}
+
 func (l *logged) Logs(_ context.Context, _ afruntime.Ref, o afruntime.LogOptions, w io.Writer) error {
 	l.got = o
 	fmt.Fprintf(w, "web-1 | hello from %s\n", o.Service)

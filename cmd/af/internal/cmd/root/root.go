@@ -20,13 +20,13 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/cmd/inbox"
 	"github.com/antifailure/af/cmd/af/internal/cmd/logs"
 	netcmd "github.com/antifailure/af/cmd/af/internal/cmd/net"
-	"github.com/antifailure/af/cmd/af/internal/cmd/pending"
 	"github.com/antifailure/af/cmd/af/internal/cmd/reap"
 	sidecarcmd "github.com/antifailure/af/cmd/af/internal/cmd/sidecar"
 	"github.com/antifailure/af/cmd/af/internal/cmd/status"
 	"github.com/antifailure/af/cmd/af/internal/cmd/up"
 	"github.com/antifailure/af/cmd/af/internal/cmd/validate"
 	versioncmd "github.com/antifailure/af/cmd/af/internal/cmd/version"
+	"github.com/antifailure/af/cmd/af/internal/cmd/webhook"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
 	"github.com/antifailure/af/failure"
@@ -85,10 +85,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	cmd.AddCommand(engineimage.NewCmdEngineImage(f))
 	cmd.AddCommand(actioncmd.NewCmdAction(f))
 	cmd.AddCommand(appcmd.NewCmdApp(f), reap.NewCmdReap(f))
-	cmd.AddCommand(netcmd.NewCmdNet(f), logs.NewCmdLogs(f), inbox.NewCmdInbox(f))
-	for _, c := range pending.Commands(f) {
-		cmd.AddCommand(c)
-	}
+	cmd.AddCommand(netcmd.NewCmdNet(f), logs.NewCmdLogs(f), inbox.NewCmdInbox(f), webhook.NewCmdWebhook(f))
 	return cmd
 }
 

@@ -170,25 +170,6 @@ func TestValidateUnreadable(t *testing.T) {
 	}
 }
 
-func TestPendingCommandsSayUnavailable(t *testing.T) {
-	path := writeManifest(t, valid)
-	// Commands that read the sidecar are refused by the kubernetes runtime, naming it.
-	for _, args := range [][]string{{"webhook", "trigger"}} {
-		r := run(t, nil, "", append(args, "-f", path)...)
-		if r.code != 3 || !strings.Contains(r.errOut, "AF-RUN-044") || !strings.Contains(r.errOut, "the kubernetes runtime cannot") {
-			t.Errorf("af %v: exit %d\n%s", args, r.code, r.errOut)
-		}
-	}
-	// A command that reads the manifest reports a bad one first.
-	bad := writeManifest(t, "name: x\n")
-	if r := run(t, nil, "", "net", "log", "-f", bad); r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-011") {
-		t.Errorf("net log with bad manifest: exit %d %s", r.code, r.errOut)
-	}
-}
-
-// TestRuntimeCommandsWithoutCluster runs up, down and status against a kubeconfig whose server
-// does not answer (a closed loopback port): each says which context it used and fails with
-// AF-RUN-002; input errors come first and touch nothing.
 func TestRuntimeCommandsWithoutCluster(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -408,5 +389,16 @@ func TestConformanceRoster(t *testing.T) {
 	j := run(t, nil, "", "conformance", "roster", "-o", "json")
 	if j.code != 0 || strings.Count(j.out, `"name"`) != len(verdict.Roster) || !strings.Contains(j.out, `"requires": "ingress"`) {
 		t.Errorf("roster -o json: exit %d %s", j.code, j.out)
+	}
+}
+
+// The commands that read what an environment saw report a bad manifest first.
+func TestObserveCommandsReadTheManifestFirst(t *testing.T) {
+	bad := writeManifest(t, "name: x\n")
+	for _, args := range [][]string{{"net", "log"}, {"inbox", "list"}, {"logs", "web"}, {"webhook", "trigger", "--to", "web/hook", "--provider", "hmac", "--secret-env", "S"}} {
+		r := run(t, map[string]string{"S": "secret"}, "", append(args, "-f", bad)...)
+		if r.code != 2 || !strings.Contains(r.errOut, "AF-RUN-011") {
+			t.Errorf("af %v with a bad manifest: exit %d %s", args, r.code, r.errOut)
+		}
 	}
 }
