@@ -64,10 +64,24 @@ for _ in $(seq 50); do curl -fsS -o /dev/null http://127.0.0.1:18099/healthz 2>/
 echo "GET http://127.0.0.1:18099/ ->"
 curl -fsS http://127.0.0.1:18099/
 echo
-kill "$pf"; pf=
 
 echo
-echo "== 7. af down"
+echo "== 7. What left the environment: a blocked call and a captured mail"
+echo "GET http://127.0.0.1:18099/track (a host no rule allows) ->"
+curl -fsS http://127.0.0.1:18099/track
+echo "POST http://127.0.0.1:18099/order (mails orders@shop.mail.test, which the manifest captures) ->"
+curl -fsS -X POST http://127.0.0.1:18099/order
+kill "$pf"; pf=
+echo
+echo "af net log --blocked ->"
+"$af" net log -f "$manifest" --env shop-demo --blocked
+"$af" net log -f "$manifest" --env shop-demo --blocked -o json -q | grep -q '"host":"blocked-api.af.test"'
+echo
+echo "af inbox wait --to orders@shop.mail.test ->"
+"$af" inbox wait -f "$manifest" --env shop-demo --to orders@shop.mail.test --timeout 30s
+
+echo
+echo "== 8. af down"
 "$af" down -f "$manifest" --env shop-demo
 echo
 echo "== demo passed"
