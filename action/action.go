@@ -23,6 +23,7 @@ import (
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
+	"github.com/antifailure/af/sidecar/control"
 )
 
 // Deps are what Run needs from its surroundings; the zero value of each optional one is the
@@ -68,6 +69,9 @@ type run struct {
 	res   *manifest.Result
 	env   map[string]string
 	out   Outcome
+	// blocked is what the sidecar refused while the environment started (its migrations and
+	// services' first calls), for the comment.
+	blocked []prreport.BlockedHost
 }
 
 func (r *run) getenv(k string) string {
@@ -470,7 +474,46 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 		}
 	}
 	ctx = afruntime.WithProgress(ctx, r.logf)
-	return rt.Up(ctx, afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.getenv})
+	res, err := rt.Up(ctx, afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.getenv})
+	if err == nil {
+		r.blocked = r.blockedSoFar(ctx, rt, ref)
+	}
+	return res, err
+}
+
+// blockedSoFar reads what the environment's sidecar refused while it started, grouped by host,
+// port and rule. A runtime that cannot reach the sidecar, or an identity without
+// pods/portforward, leaves the comment without it and says so in the log: the environment is
+// up either way.
+func (r *run) blockedSoFar(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref) []prreport.BlockedHost {
+	obs, ok := rt.(afruntime.Observer)
+	if !ok || !rt.Capabilities().NetLog {
+		return nil
+	}
+	link, err := obs.Sidecar(ctx, ref)
+	if err != nil {
+		r.gha.Warningf("the comment does not list blocked hosts: %v", err)
+		return nil
+	}
+	defer link.Close()
+	entries, _, err := (&control.Client{Addr: link.Addr}).Log(ctx, control.LogQuery{Blocked: true})
+	if err != nil {
+		r.gha.Warningf("the comment does not list blocked hosts: %v", err)
+		return nil
+	}
+	at := map[prreport.BlockedHost]int{} // keyed without the count: host, port and rule
+	var out []prreport.BlockedHost
+	for _, e := range entries {
+		k := prreport.BlockedHost{Host: e.Host, Port: e.Port, Rule: e.Rule}
+		if i, ok := at[k]; ok {
+			out[i].Count++
+			continue
+		}
+		at[k] = len(out)
+		k.Count = 1
+		out = append(out, k)
+	}
+	return out
 }
 
 func needsBuild(m *manifest.Manifest, imgs map[string]string) bool {
@@ -486,6 +529,7 @@ func (r *run) facts(f *prreport.Facts, res *afruntime.Result, err error) {
 	if res != nil {
 		f.Namespace, f.Probe, f.Services, f.URLs = res.Namespace, res.Probe, res.Services, res.URLs
 	}
+	f.Blocked = r.blocked
 	switch {
 	case err == nil:
 		f.State = prreport.Ready

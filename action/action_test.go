@@ -18,6 +18,7 @@ import (
 	"github.com/antifailure/af/prreport"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
+	"github.com/antifailure/af/sidecar/decisionlog"
 )
 
 const token = "ghs_actiontoken0123456789"
@@ -84,6 +85,7 @@ type job struct {
 	t       testing.TB
 	gh      *githubtest.Server
 	rt      *runtimetest.Fake
+	with    afruntime.Runtime // when set, the runtime given instead of rt (one around it)
 	dir     string
 	inputs  map[string]string
 	env     map[string]string
@@ -135,6 +137,9 @@ func (j *job) run() (action.Outcome, string) {
 				j.t.Error("the runtime got no KUBECONFIG")
 			} else if b, err := os.ReadFile(kc); err != nil || string(b) != strings.TrimSpace(kubeconfig) {
 				j.t.Errorf("the kubeconfig file holds %q (%v)", b, err)
+			}
+			if j.with != nil {
+				return j.with, nil
 			}
 			return j.rt, nil
 		}})
@@ -275,6 +280,31 @@ func TestNotContained(t *testing.T) {
 	}
 	if strings.Contains(j.output, "contained<<") && !strings.Contains(j.output, "false") {
 		t.Fatalf("outputs: %s", j.output)
+	}
+}
+
+// What the sidecar refused while the environment started is on the comment: each host, port
+// and rule once, with how often.
+func TestBlockedHostsOnTheComment(t *testing.T) {
+	gh := githubtest.New(t, token)
+	o := runtimetest.NewObserved()
+	o.UpResult = upResult("shop-pr-9")
+	for i := 0; i < 3; i++ {
+		o.Log.Record(decisionlog.Entry{Via: "proxy", Method: "GET", Host: "tracker.ads.test", Port: 443, Rule: "default", Mode: "block", Status: 403})
+	}
+	o.Log.Record(decisionlog.Entry{Via: "proxy", Host: "api.allowed.test", Port: 443, Rule: "api.allowed.test", Mode: "allow", Allowed: true})
+	j := newJob(t, gh, o.Fake, shop)
+	j.with = o
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 9, sha1, false))
+	if out, log := j.run(); out.Exit != 0 {
+		t.Fatalf("exit %d\n%s", out.Exit, log)
+	}
+	body := gh.Comments(9)[0].Body
+	if !strings.Contains(body, "Blocked by the egress sidecar") || !strings.Contains(body, "`tracker.ads.test:443`: rule default, 3 time(s)") || strings.Contains(body, "`api.allowed.test:443`") {
+		t.Fatalf("comment:\n%s", body)
+	}
+	if n, _ := o.Links(); n != 0 {
+		t.Fatalf("%d links to the sidecar left open", n)
 	}
 }
 

@@ -59,6 +59,8 @@ type Facts struct {
 
 	// LeftOut lists the pull request's egress rules not applied (not approved).
 	LeftOut []string
+	// Blocked is what the sidecar refused while the environment started.
+	Blocked []BlockedHost
 	// Reason says why the environment is gone, or why nothing ran.
 	Reason string
 }
@@ -170,6 +172,21 @@ func body(b *strings.Builder, f *Facts) {
 		}
 		b.WriteString("\n")
 	}
+	if len(f.Blocked) > 0 {
+		b.WriteString("**Blocked by the egress sidecar** while the environment started (`af net log --blocked` shows every decision):\n\n")
+		for i, h := range f.Blocked {
+			if i == maxBlocked {
+				fmt.Fprintf(b, "- and %d more\n", len(f.Blocked)-maxBlocked)
+				break
+			}
+			target := h.Host
+			if h.Port > 0 {
+				target = fmt.Sprintf("%s:%d", h.Host, h.Port)
+			}
+			fmt.Fprintf(b, "- `%s`: rule %s, %d time(s)\n", mdEscape(target), mdEscape(orDefault(h.Rule)), h.Count)
+		}
+		b.WriteString("\n")
+	}
 	if len(f.LeftOut) > 0 {
 		b.WriteString("**Egress rules left out** (this pull request widens what the base branch allows; the environment runs under the base branch's rules until a maintainer adds the approval label and runs the workflow again):\n\n")
 		for _, r := range f.LeftOut {
@@ -193,6 +210,24 @@ func body(b *strings.Builder, f *Facts) {
 	if len(foot) > 0 {
 		fmt.Fprintf(b, "<sub>%s</sub>\n", strings.Join(foot, " · "))
 	}
+}
+
+// BlockedHost is one host the sidecar refused, with the rule that decided and how often.
+type BlockedHost struct {
+	Host  string
+	Port  int
+	Rule  string
+	Count int
+}
+
+// maxBlocked bounds the blocked hosts a comment lists.
+const maxBlocked = 20
+
+func orDefault(rule string) string {
+	if rule == "" {
+		return "default"
+	}
+	return rule
 }
 
 // Conclusion is the check run's conclusion for f.

@@ -61,6 +61,7 @@ func TestRendering(t *testing.T) {
 	ready.URLs = map[string]string{"web": "https://shop-pr-7-web.preview.af.test", "admin": "https://shop-pr-7-admin.preview.af.test"}
 	ready.Services = []afruntime.ServiceStatus{{Name: "web", Ready: 1, Desired: 1, CPU: "100m", Memory: "64Mi", State: "running"}, {Name: "worker", Ready: 2, Desired: 2, State: "running"}}
 	ready.LeftOut = []string{"host evil.test, every port: allow"}
+	ready.Blocked = []BlockedHost{{Host: "tracker.ads.test", Port: 443, Rule: "default", Count: 3}, {Host: "evil.test", Count: 1}}
 
 	escaped := facts(NotContained)
 	escaped.Probe = routes("ipv6-link-local", "node-local")
