@@ -63,6 +63,12 @@ func behaviours() map[string]func(*testing.T, *suite) {
 		"egress/no-token":                         noToken,
 		"egress/no-bypass-by-ipv6-link-local":     noBypassByLinkLocal,
 		"egress/no-node-access":                   noNodeAccess,
+		"observe/blocked-host-logged":             blockedHostLogged,
+		"observe/allowed-host-logged":             allowedHostLogged,
+		"observe/capture-in-inbox":                captureInInbox,
+		"observe/logs-of-a-service":               logsOfAService,
+		"observe/logs-of-a-crashed-service":       logsOfACrashedService,
+		"observe/webhook-reaches-service":         webhookReachesService,
 		"down/removes-everything":                 downRemovesEverything,
 		"down/never-up-succeeds":                  downNeverUp,
 		"down/idempotent":                         downIdempotent,
@@ -413,6 +419,7 @@ func declaredMatch(t *testing.T, s *suite) {
 		{verdict.Replicas, s.caps.Replicas, api.Desired == apiReplicas, fmt.Sprintf("%d instances of api", apiReplicas)},
 		{verdict.Resources, s.caps.Resources, api.Memory == memoryAsked && api.CPU == cpuAsked, "api sized " + cpuAsked + "/" + memoryAsked},
 		{verdict.Migrations, s.caps.Migrations, migrated, "api's migration ran"},
+		{verdict.NetLog, s.caps.NetLog, isObserver(s.rt), "a runtime.Observer"},
 	} {
 		switch {
 		case ev.declared && !ev.shown:
@@ -951,4 +958,9 @@ func downOnlyItsOwn(t *testing.T, s *suite) {
 	if err := u.Unchanged(ctx); err != nil {
 		t.Errorf("the unmanaged namespace after a down was tried on it: %v", err)
 	}
+}
+
+func isObserver(rt runtime.Runtime) bool {
+	_, ok := rt.(runtime.Observer)
+	return ok
 }

@@ -69,6 +69,9 @@ const (
 	HTTPProxy Kind = "http-proxy"
 	// Read reads the file Target.
 	Read Kind = "read"
+	// Mail sends one message over SMTP to Target (host:port) for To, as an application would;
+	// OK when the server took it.
+	Mail Kind = "mail"
 	// LinkLocal sweeps the instance's IPv6 segment: an ICMPv6 echo and a DNS query to the
 	// all-nodes group, then TCP to every neighbour on the ports Target lists ("53,8080"). OK
 	// when anything answered; an instance with no IPv6 but loopback fails, saying so.
@@ -81,6 +84,11 @@ type Attempt struct {
 	Kind   Kind
 	Target string
 	Server string // DNS only: ask this host:port over UDP instead of the instance's resolver
+	// Header is one "Name: value" header an HTTPProxy attempt sends (a credential, to see it
+	// redacted where it is kept).
+	Header string
+	// To is the recipient of a Mail attempt.
+	To string
 }
 
 func (a Attempt) String() string {

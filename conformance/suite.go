@@ -135,6 +135,8 @@ func declares(caps runtime.Capabilities, r verdict.Requirement) bool {
 		return caps.Resources
 	case verdict.Migrations:
 		return caps.Migrations
+	case verdict.NetLog:
+		return caps.NetLog
 	}
 	return r == verdict.Always
 }

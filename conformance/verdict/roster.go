@@ -16,6 +16,9 @@ const (
 	Replicas   Requirement = "replicas"
 	Resources  Requirement = "resources"
 	Migrations Requirement = "migrations"
+	// NetLog: the runtime reaches what an environment saw (its sidecar's decisions and inbox,
+	// its services' logs) and delivers into it (runtime.Observer).
+	NetLog Requirement = "netlog"
 )
 
 // Behaviour is one named, described check of a runtime.
@@ -70,6 +73,12 @@ var Roster = []Behaviour{
 	{Name: "egress/no-token", Description: "no instance has a service-account token", Containment: true, Slow: true},
 	{Name: "egress/no-bypass-by-ipv6-link-local", Description: "nothing on the instance's IPv6 segment (another environment's instance, the cluster resolver, the node) answers it over link-local", Containment: true, Slow: true},
 	{Name: "egress/no-node-access", Description: "the node the instance runs on cannot be reached at its own address, NodePort range included", Containment: true, Slow: true},
+	{Name: "observe/blocked-host-logged", Description: "a refused request is in the sidecar's decision log, with its host and the rule that refused it", Requires: NetLog, Slow: true},
+	{Name: "observe/allowed-host-logged", Description: "an allowed request is in the sidecar's decision log, with its host and the rule that allowed it", Requires: NetLog, Slow: true},
+	{Name: "observe/capture-in-inbox", Description: "a mail and an HTTP request to captured hosts arrive in the inbox, a credential header redacted", Requires: NetLog, Slow: true},
+	{Name: "observe/logs-of-a-service", Description: "a service's own log lines are read through the runtime, by instance", Requires: NetLog},
+	{Name: "observe/logs-of-a-crashed-service", Description: "the last lines of a crashed service's previous container are read", Requires: NetLog, Slow: true},
+	{Name: "observe/webhook-reaches-service", Description: "a signed webhook delivered through the runtime reaches a service, which verifies it; a wrongly signed one is refused", Requires: NetLog, Slow: true},
 	{Name: "down/removes-everything", Description: "down removes everything up created"},
 	{Name: "down/never-up-succeeds", Description: "down of an environment never brought up succeeds"},
 	{Name: "down/idempotent", Description: "a second down succeeds and changes nothing"},

@@ -74,7 +74,7 @@ func TestVerifyAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.String(); got != "33 behaviours passed, 0 skipped, startup proof passed" {
+	if got := c.String(); got != "39 behaviours passed, 0 skipped, startup proof passed" {
 		t.Errorf("claim: %s", got)
 	}
 	// A behaviour that requires ingress may be skipped, by name, saying why.
@@ -82,7 +82,7 @@ func TestVerifyAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.String() != "32 behaviours passed, 1 skipped, startup proof passed" || c.SkipReasons[0] != "up/reachable-url: the runtime declares no ingress" {
+	if c.String() != "38 behaviours passed, 1 skipped, startup proof passed" || c.SkipReasons[0] != "up/reachable-url: the runtime declares no ingress" {
 		t.Errorf("claim with a skip: %s %v", c, c.SkipReasons)
 	}
 	// A behaviour's own nested subtests are fine.

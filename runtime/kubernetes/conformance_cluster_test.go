@@ -196,7 +196,27 @@ func (h *harness) runPod(ctx context.Context, pod *corev1.Pod) (string, error) {
 	return string(raw), err
 }
 
-var safeTarget = regexp.MustCompile(`^[A-Za-z0-9._:/,\[\]-]+$`)
+var (
+	safeTarget = regexp.MustCompile(`^[A-Za-z0-9._:/,\[\]-]+$`)
+	safeHeader = regexp.MustCompile(`^[A-Za-z-]+: [A-Za-z0-9._ -]+$`)
+	safeMail   = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+$`)
+)
+
+// smtpSession sends one message to host:port for rcpt with busybox nc, a command at a time,
+// and prints the server's reply to the message; it fails when the message was not taken.
+func smtpSession(target, rcpt string) string {
+	host, port, _ := strings.Cut(target, ":")
+	lines := []string{"EHLO conformance", "MAIL FROM:<suite@af-conformance.test>", "RCPT TO:<" + rcpt + ">", "DATA",
+		"Subject: conformance capture\r\nTo: " + rcpt + "\r\n\r\nThe suite was here.\r\n.", "QUIT"}
+	var b strings.Builder
+	b.WriteString("(sleep 0.5")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "; printf '%s\r\n'; sleep 0.3", l)
+	}
+	// The reply to the message itself (after DATA's 354) says it was taken: "250 ... captured".
+	fmt.Fprintf(&b, ") | nc -w 5 %s %s | tr -d '\r' | grep '^250 .*captured'", host, port)
+	return b.String()
+}
 
 // attemptScript is the shell that makes each attempt and prints "RESULT i rc output".
 func attemptScript(attempts []conformance.Attempt) (string, error) {
@@ -204,6 +224,9 @@ func attemptScript(attempts []conformance.Attempt) (string, error) {
 	for i, a := range attempts {
 		if !safeTarget.MatchString(a.Target) || (a.Server != "" && !safeTarget.MatchString(a.Server)) {
 			return "", fmt.Errorf("attempt %s: target %q is not a plain address", a.Name, a.Target)
+		}
+		if a.Header != "" && !safeHeader.MatchString(a.Header) || a.To != "" && !safeMail.MatchString(a.To) {
+			return "", fmt.Errorf("attempt %s: header %q or recipient %q is not plain", a.Name, a.Header, a.To)
 		}
 		var cmd string
 		switch a.Kind {
@@ -219,7 +242,9 @@ func attemptScript(attempts []conformance.Attempt) (string, error) {
 		case conformance.HTTP:
 			cmd = "aftool http -timeout 5s " + a.Target
 		case conformance.HTTPProxy:
-			cmd = `test -n "$HTTP_PROXY" && ` + viaProxy(a.Target)
+			cmd = `test -n "$HTTP_PROXY" && ` + viaProxyWith(a.Target, a.Header)
+		case conformance.Mail:
+			cmd = smtpSession(a.Target, a.To)
 		case conformance.Read:
 			cmd = "cat " + a.Target
 		case conformance.LinkLocal:

@@ -663,8 +663,15 @@ func TestUpRefusedWithoutEnforcer(t *testing.T) {
 // http://host/ and prints the status line. (Busybox's wget is not used: statically linked, it
 // crashes resolving names.) The request's stdin stays open: nc would otherwise half-close the
 // connection at once, which Go's HTTP server takes for a client that went away.
-func viaProxy(host string) string {
-	return `p=${HTTP_PROXY#http://}; (printf 'GET http://` + host + `/ HTTP/1.1\r\nHost: ` + host + `\r\nConnection: close\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p;$p'`
+func viaProxy(host string) string { return viaProxyWith(host, "") }
+
+// viaProxyWith is viaProxy sending one more header line ("Name: value"), when given.
+func viaProxyWith(host, header string) string {
+	extra := ""
+	if header != "" {
+		extra = header + `\r\n`
+	}
+	return `p=${HTTP_PROXY#http://}; (printf 'GET http://` + host + `/ HTTP/1.1\r\nHost: ` + host + `\r\n` + extra + `Connection: close\r\n\r\n'; sleep 3) | nc -w 5 ${p%:*} ${p##*:} | tr -d '\r' | sed -n '1p;$p'`
 }
 
 // TestNotReadyReasons: a service that crashes fails af up with AF-RUN-005 and its exit code;
