@@ -209,12 +209,13 @@ func smtpSession(target, rcpt string) string {
 	lines := []string{"EHLO conformance", "MAIL FROM:<suite@af-conformance.test>", "RCPT TO:<" + rcpt + ">", "DATA",
 		"Subject: conformance capture\r\nTo: " + rcpt + "\r\n\r\nThe suite was here.\r\n.", "QUIT"}
 	var b strings.Builder
-	b.WriteString("(sleep 0.5")
+	// A group, not a subshell: "$((" would open an arithmetic expansion in the caller's $(...).
+	b.WriteString("{ sleep 0.5")
 	for _, l := range lines {
 		fmt.Fprintf(&b, "; printf '%s\r\n'; sleep 0.3", l)
 	}
 	// The reply to the message itself (after DATA's 354) says it was taken: "250 ... captured".
-	fmt.Fprintf(&b, ") | nc -w 5 %s %s | tr -d '\r' | grep '^250 .*captured'", host, port)
+	fmt.Fprintf(&b, "; } | nc -w 5 %s %s | tr -d '\r' | grep '^250 .*captured'", host, port)
 	return b.String()
 }
 
