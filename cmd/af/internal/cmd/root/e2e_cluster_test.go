@@ -1,16 +1,21 @@
 package root
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/cmd/af/internal/iostreams"
 	"github.com/antifailure/af/testcluster"
 )
 
@@ -90,7 +95,127 @@ services:
 			t.Errorf("progress lacks %q:\n%s", want, r.errOut)
 		}
 	}
+	followOnTheCluster(t, h, env, manifest, res.Namespace)
 	if d := run(t, env, "", "down", "-f", manifest, "--env", "cli-e2e"); d.code != 0 {
 		t.Errorf("af down: exit %d\n%s", d.code, d.errOut)
 	}
+}
+
+// followOnTheCluster: `af net log --follow` through a real port-forward prints a decision the
+// sidecar made after it started within a second of the decision, and Ctrl-C (its context
+// ending) leaves no goroutine and no loopback listener behind.
+func followOnTheCluster(t *testing.T, h *testcluster.Handle, env map[string]string, manifest, ns string) {
+	t.Helper()
+	listenersBefore, goroutinesBefore := loopbackListeners(t), runtime.NumGoroutine()
+	var out lockedBuffer
+	ios, _, _, errOut := iostreams.Test()
+	ios.Out = &out
+	ios.SetJSON(true)
+	f := factory.New(ios, func(k string) string { return env[k] })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, f, []string{"net", "log", "-f", manifest, "--env", "cli-e2e", "--follow", "--host", "blocked-api.af.test", "-o", "json"})
+	}()
+	time.Sleep(3 * time.Second) // the port-forward opens and the first read is made
+	before := time.Now()
+	// A request the sidecar refuses, made from inside the service's pod (the transparent port:
+	// the name resolves to the sidecar, which blocks it).
+	if _, err := h.Kubectl(context.Background(), "", "-n", ns, "exec", "deploy/app", "--", "/aftool", "http", "-timeout", "3s", "http://blocked-api.af.test/after-follow"); err == nil {
+		t.Errorf("the request to a host no rule allows was answered")
+	}
+	var seen time.Time
+	var entry struct {
+		Time    time.Time
+		Host    string
+		Path    string
+		Allowed bool
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && seen.IsZero(); time.Sleep(20 * time.Millisecond) {
+		for _, l := range strings.Split(out.String(), "\n") {
+			if strings.Contains(l, "/after-follow") && json.Unmarshal([]byte(l), &entry) == nil {
+				seen = time.Now()
+				break
+			}
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("af net log --follow ended with %d: %s", code, errOut.String())
+	}
+	if seen.IsZero() {
+		t.Fatalf("af net log --follow did not print the decision:\n%s\n%s", out.String(), errOut.String())
+	}
+	if entry.Allowed || entry.Time.Before(before.Add(-time.Second)) {
+		t.Errorf("the decision printed: %+v", entry)
+	}
+	if lag := seen.Sub(entry.Time); lag > time.Second {
+		t.Errorf("printed %s after the sidecar made the decision; want within 1s", lag.Round(time.Millisecond))
+	} else {
+		t.Logf("af net log --follow printed the decision %s after the sidecar made it", lag.Round(time.Millisecond))
+	}
+	// client-go keeps its idle connections to the API server across commands; what must be
+	// gone is everything of the forward and of the command itself.
+	leaked := func() string {
+		buf := make([]byte, 1<<20)
+		var left []string
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "tools/portforward") || strings.Contains(g, "httpstream") || strings.Contains(g, "cmd/net.") || strings.Contains(g, "sidecar/control.") {
+				left = append(left, g)
+			}
+		}
+		return strings.Join(left, "\n\n")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (leaked() != "" || loopbackListeners(t) > listenersBefore) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l := leaked(); l != "" {
+		t.Errorf("goroutines of the forward or the command after Ctrl-C (%d goroutines now, %d before):\n%s", runtime.NumGoroutine(), goroutinesBefore, l)
+	}
+	if n := loopbackListeners(t); n > listenersBefore {
+		t.Errorf("%d loopback listeners after Ctrl-C, %d before", n, listenersBefore)
+	}
+}
+
+// loopbackListeners counts this process's TCP sockets listening on 127.0.0.1.
+func loopbackListeners(t *testing.T) int {
+	t.Helper()
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	b, err := os.ReadFile("/proc/self/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		// local_address 0100007F:port, state 0A (LISTEN), inode in field 9.
+		if len(f) > 9 && strings.HasPrefix(f[1], "0100007F:") && f[3] == "0A" && inodes[f[9]] {
+			n++
+		}
+	}
+	return n
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
