@@ -121,8 +121,8 @@ func followOnTheCluster(t *testing.T, h *testcluster.Handle, env map[string]stri
 	before := time.Now()
 	// A request the sidecar refuses, made from inside the service's pod (the transparent port:
 	// the name resolves to the sidecar, which blocks it).
-	if _, err := h.Kubectl(context.Background(), "", "-n", ns, "exec", "deploy/app", "--", "/aftool", "http", "-timeout", "3s", "http://blocked-api.af.test/after-follow"); err == nil {
-		t.Errorf("the request to a host no rule allows was answered")
+	if got, err := h.Kubectl(context.Background(), "", "-n", ns, "exec", "deploy/app", "--", "/aftool", "http", "-timeout", "3s", "http://blocked-api.af.test/after-follow"); err != nil || !strings.HasPrefix(got, "403 af sidecar: blocked") {
+		t.Errorf("the request to a host no rule allows: %v %q, want the sidecar's 403", err, got)
 	}
 	var seen time.Time
 	var entry struct {
