@@ -82,8 +82,9 @@ func (r *Runtime) forward(ctx context.Context, t *target, sel map[string]string,
 	}
 	f := &Forward{Pod: pod, stop: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan struct{})
-	var errOut strings.Builder
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, f.stop, ready, io.Discard, &lockedWriter{w: &errOut})
+	// The forwarder's own lines (one per failed stream) are not shown: a failure reaches the
+	// caller as the error of the request it broke.
+	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, f.stop, ready, io.Discard, io.Discard)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward to %s: %w", pod, err)
 	}
@@ -153,18 +154,6 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// lockedWriter serialises the port-forwarder's error lines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // Sidecar opens a port-forward to the environment's sidecar control port, after checking the

@@ -125,11 +125,7 @@ func newCmdShow(f *factory.Factory) *cobra.Command {
 				if err != nil {
 					return sidecarError(err)
 				}
-				if f.IO.JSON() {
-					return f.WriteJSON(m)
-				}
-				show(f, m)
-				return nil
+				return show(f, m)
 			})
 		},
 	}
@@ -137,7 +133,11 @@ func newCmdShow(f *factory.Factory) *cobra.Command {
 	return cmd
 }
 
-func show(f *factory.Factory, m *sidecarinbox.Message) {
+// show prints one item: as JSON with -o json, else its line, headers and body.
+func show(f *factory.Factory, m *sidecarinbox.Message) error {
+	if f.IO.JSON() {
+		return f.WriteJSON(m)
+	}
 	out := f.IO.Out
 	fmt.Fprintln(out, line(*m))
 	names := make([]string, 0, len(m.Header))
@@ -158,6 +158,7 @@ func show(f *factory.Factory, m *sidecarinbox.Message) {
 	if m.BodyTruncated {
 		fmt.Fprintln(out, "[the body was cut at the sidecar's limit]")
 	}
+	return nil
 }
 
 func newCmdWait(f *factory.Factory) *cobra.Command {
@@ -186,11 +187,7 @@ one arrives, and 1 with AF-RUN-054 when none has after --timeout (default 60s, a
 				if err != nil {
 					return sidecarError(err)
 				}
-				if f.IO.JSON() {
-					return f.WriteJSON(m)
-				}
-				show(f, m)
-				return nil
+				return show(f, m)
 			})
 		},
 	}
