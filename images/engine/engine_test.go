@@ -136,12 +136,14 @@ func TestEngineImage(t *testing.T) {
 // TestEngineImageRunsInContainerd imports the archive into a real containerd and runs the gate
 // from it. It needs containerd: the test cluster's (make test starts it) or AF_CONTAINERD_ADDRESS.
 func TestEngineImageRunsInContainerd(t *testing.T) {
+	// A socket file alone proves nothing: one left by a cluster that was killed is still there
+	// (connection refused). So the test runs when asked to, and then fails if nothing answers.
 	addr := os.Getenv("AF_CONTAINERD_ADDRESS")
 	if addr == "" {
+		if os.Getenv("AF_TESTCLUSTER") != "1" {
+			t.Skip("SKIPPED: needs a containerd; make test runs this with the test cluster's (AF_TESTCLUSTER=1), or set AF_CONTAINERD_ADDRESS")
+		}
 		addr = "/run/af-testcluster/containerd/containerd.sock"
-	}
-	if _, err := os.Stat(addr); err != nil {
-		t.Skipf("SKIPPED: no containerd at %s (make test starts the test cluster's)", addr)
 	}
 	if _, err := exec.LookPath("ctr"); err != nil {
 		t.Skip("SKIPPED: ctr is not installed")
