@@ -105,7 +105,17 @@ func blockedHostLogged(t *testing.T, s *suite) {
 	if e == nil || e.Rule == "" {
 		t.Fatalf("the refused request to %s is not in the decision log with its rule: %+v", s.opts.Targets.UnlistedHost, e)
 	}
-	t.Logf("logged: %s %s rule=%s mode=%s status=%d", e.Via, e.Host, e.Rule, e.Mode, e.Status)
+	// Who asked: the client address is one of the runtime's instances of the service that made
+	// the request.
+	ins, err := s.observer(t).Instances(s.context(t), s.observed().ref)
+	if err != nil {
+		t.Fatalf("the environment's instances: %v", err)
+	}
+	service, instance := runtime.Who(ins, e.Client)
+	if service != "hooks" {
+		t.Fatalf("the refused request was made by service hooks; the log names client %q, which the runtime's instances say is %q (instances: %+v)", e.Client, service, ins)
+	}
+	t.Logf("logged: %s %s rule=%s mode=%s status=%d from %s/%s (%s)", e.Via, e.Host, e.Rule, e.Mode, e.Status, service, instance, e.Client)
 }
 
 func allowedHostLogged(t *testing.T, s *suite) {

@@ -4,11 +4,11 @@
 set -euo pipefail
 declare -A pkg=(
   [curl]=curl [dig]=bind9-dnsutils [ip]=iproute2 [nft]=nftables [node]=nodejs [npm]=npm [git]=git
-  [dockerd]=docker.io [shellcheck]=shellcheck
+  [dockerd]=docker.io [shellcheck]=shellcheck [busybox]=busybox-static
   [squid]=squid [tinyproxy]=tinyproxy [dnsmasq]=dnsmasq-base [dnsperf]=dnsperf [hey]=hey
 )
 case "${1:-test}" in
-  test)  want=(curl dig ip nft node npm git dockerd shellcheck) ;;
+  test)  want=(curl dig ip nft node npm git dockerd shellcheck busybox) ;;
   bench) want=(curl ip squid tinyproxy dnsmasq dnsperf hey) ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

@@ -205,6 +205,41 @@ type Observer interface {
 	// Logs writes a service's log lines to w, each prefixed with the instance that wrote it,
 	// until they end (or, with Follow, until ctx ends).
 	Logs(ctx context.Context, env Ref, o LogOptions, w io.Writer) error
+	// Instances lists the environment's instances that have an address, the runtime's own
+	// (probe, sidecar) among them, so a decision's client address can be named.
+	Instances(ctx context.Context, env Ref) ([]Instance, error)
+}
+
+// Instance is one running unit of an environment and its addresses.
+type Instance struct {
+	// Name is the runtime's name for it (on Kubernetes the pod).
+	Name string `json:"name"`
+	// Service is the manifest's service it belongs to; "" for the runtime's own (Workload
+	// then says which: probe, sidecar).
+	Service string `json:"service,omitempty"`
+	// Workload is service, migration, probe or sidecar.
+	Workload  string   `json:"workload"`
+	Addresses []string `json:"addresses"`
+}
+
+// Who names the instance an address belongs to ("" when none does): "web/shop-web-7d9c-x2",
+// "web (migration)/…", or "probe/…" for the runtime's own.
+func Who(instances []Instance, addr string) (service, name string) {
+	for _, in := range instances {
+		for _, a := range in.Addresses {
+			if a == addr {
+				who := in.Service
+				switch {
+				case who == "":
+					who = in.Workload
+				case in.Workload == "migration":
+					who += " (migration)"
+				}
+				return who, in.Name
+			}
+		}
+	}
+	return "", ""
 }
 
 // LogOptions choose what Logs reads.
@@ -244,4 +279,45 @@ func (l *Link) Close() error {
 	c := l.close
 	l.close = nil
 	return c()
+}
+
+// Namer names the instance behind a client address, asking the runtime for the environment's
+// instances once, and again (at most every RefreshEvery) when an address it does not know
+// turns up: a replacement pod while a command follows. Not safe for concurrent use.
+type Namer struct {
+	obs       Observer
+	ref       Ref
+	instances []Instance
+	asked     time.Time
+	// Err is the runtime's last refusal to list the instances (then names stay empty).
+	Err error
+	now func() time.Time
+}
+
+// RefreshEvery bounds how often an unknown client address makes a Namer ask again.
+const RefreshEvery = 2 * time.Second
+
+// NewNamer returns a Namer for env; with a runtime that is no Observer it names nothing.
+func NewNamer(rt Runtime, env Ref) *Namer {
+	obs, _ := rt.(Observer)
+	return &Namer{obs: obs, ref: env, now: time.Now}
+}
+
+// Name returns the service and instance that have addr ("", "" when none does or it is unknown).
+func (n *Namer) Name(ctx context.Context, addr string) (service, instance string) {
+	if n == nil || n.obs == nil || addr == "" {
+		return "", ""
+	}
+	service, instance = Who(n.instances, addr)
+	if instance == "" && (n.asked.IsZero() || n.now().Sub(n.asked) >= RefreshEvery) {
+		n.asked = n.now()
+		ins, err := n.obs.Instances(ctx, n.ref)
+		if err != nil {
+			n.Err = err
+			return "", ""
+		}
+		n.instances = ins
+		service, instance = Who(n.instances, addr)
+	}
+	return service, instance
 }

@@ -288,7 +288,7 @@ func (s *Sidecar) logMail(m inbox.Message) {
 			host = domain
 		}
 	}
-	s.Log.Record(decisionlog.Entry{Via: SMTP, Method: "MAIL", Host: host, Rule: "smtp", Mode: "capture", Reason: fmt.Sprintf("mail from %s to %d recipient(s) captured as %s", m.From, len(m.To), m.ID), BytesOut: int64(len(m.Body))})
+	s.Log.Record(decisionlog.Entry{Via: SMTP, Client: m.Client, Method: "MAIL", Host: host, Rule: "smtp", Mode: "capture", Reason: fmt.Sprintf("mail from %s to %d recipient(s) captured as %s", m.From, len(m.To), m.ID), BytesOut: int64(len(m.Body))})
 }
 
 func cutLast(s, sep string) (string, string, bool) {

@@ -229,8 +229,8 @@ func TestCurlThroughTheExplicitProxy(t *testing.T) {
 	if err == nil || !strings.Contains(out, "403") {
 		t.Errorf("blocked CONNECT: %v %s", err, out)
 	}
-	if e := w.lastFor("blocked.test"); e.Allowed || e.Rule != "egress.default" {
-		t.Errorf("blocked log = %+v", e)
+	if e := w.lastFor("blocked.test"); e.Allowed || e.Rule != "egress.default" || e.Client != w.client.Addr.String() {
+		t.Errorf("blocked log = %+v (want client %s: the address that asked)", e, w.client.Addr)
 	}
 	// Port rules: *.allowed.test allows 443, not 8443.
 	out, _ = w.run(nil, "curl", "-sS", "--cacert", w.ca.PEMPath, "-x", proxy, "https://other.allowed.test:8443/")
@@ -309,7 +309,7 @@ func TestNodeFetchIgnoresProxyAndIsStillDecided(t *testing.T) {
 	if err == nil || !strings.Contains(out, "ERR") {
 		t.Errorf("node https blocked: %v %s", err, out)
 	}
-	if e := w.find("blocked.test", "TLS"); e.Allowed || e.Via != "transparent" {
+	if e := w.find("blocked.test", "TLS"); e.Allowed || e.Via != "transparent" || e.Client != w.client.Addr.String() {
 		t.Errorf("blocked TLS log = %+v", e)
 	}
 }
@@ -385,8 +385,11 @@ func TestCaptureOverHTTPAndSMTP(t *testing.T) {
 		t.Fatalf("curl smtp: %v %s", err, out)
 	}
 	got := <-done
-	if !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"subject": "Receipt 42"`) {
-		t.Errorf("wait: %s", got)
+	if !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"subject": "Receipt 42"`) || !strings.Contains(got, `"client": "`+w.client.Addr.String()+`"`) {
+		t.Errorf("wait: %s (want the sender's address %s as client)", got, w.client.Addr)
+	}
+	if e := w.find("example.test", "MAIL"); e.Client != w.client.Addr.String() || e.Mode != "capture" {
+		t.Errorf("mail log = %+v", e)
 	}
 	// STARTTLS is refused cleanly: curl --ssl-reqd fails with a clear error, nothing hangs.
 	cmd = w.client.Command(ctx, "curl", "-sS", "--ssl-reqd", "smtp://smtp.mailprovider.test:25", "--mail-from", "a@b.test", "--mail-rcpt", "c@d.test", "-T", "-")

@@ -73,7 +73,7 @@ var Roster = []Behaviour{
 	{Name: "egress/no-token", Description: "no instance has a service-account token", Containment: true, Slow: true},
 	{Name: "egress/no-bypass-by-ipv6-link-local", Description: "nothing on the instance's IPv6 segment (another environment's instance, the cluster resolver, the node) answers it over link-local", Containment: true, Slow: true},
 	{Name: "egress/no-node-access", Description: "the node the instance runs on cannot be reached at its own address, NodePort range included", Containment: true, Slow: true},
-	{Name: "observe/blocked-host-logged", Description: "a refused request is in the sidecar's decision log, with its host and the rule that refused it", Requires: NetLog, Slow: true},
+	{Name: "observe/blocked-host-logged", Description: "a refused request is in the sidecar's decision log, with its host, the rule that refused it and the address of the instance that made it", Requires: NetLog, Slow: true},
 	{Name: "observe/allowed-host-logged", Description: "an allowed request is in the sidecar's decision log, with its host and the rule that allowed it", Requires: NetLog, Slow: true},
 	{Name: "observe/capture-in-inbox", Description: "a mail and an HTTP request to captured hosts arrive in the inbox, a credential header redacted", Requires: NetLog, Slow: true},
 	{Name: "observe/logs-of-a-service", Description: "a service's own log lines are read through the runtime, by instance", Requires: NetLog},

@@ -23,6 +23,8 @@ type Observed struct {
 	Box *inbox.Store
 	// Services maps a service to the loopback host:port its link reaches.
 	Services map[string]string
+	// Pods are the instances Instances reports (set before the command runs, or under SetPods).
+	Pods []afruntime.Instance
 
 	mu    sync.Mutex
 	addr  string
@@ -63,9 +65,24 @@ func (o *Observed) Service(_ context.Context, ref afruntime.Ref, service string,
 	return afruntime.NewLink(addr, "loopback", func() error { return nil }), nil
 }
 
+// Instances returns Pods: what the test says is running.
+func (o *Observed) Instances(_ context.Context, ref afruntime.Ref) ([]afruntime.Instance, error) {
+	o.record(Call{Method: "Instances", Ref: ref})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]afruntime.Instance(nil), o.Pods...), nil
+}
+
 // Logs is not what Observed is for.
 func (o *Observed) Logs(context.Context, afruntime.Ref, afruntime.LogOptions, io.Writer) error {
 	return errors.New("runtimetest.Observed has no service logs")
+}
+
+// SetPods replaces the instances while a command runs (a replacement pod in a follow).
+func (o *Observed) SetPods(p []afruntime.Instance) {
+	o.mu.Lock()
+	o.Pods = p
+	o.mu.Unlock()
 }
 
 // Links returns how many links are open, and the address of the last one.

@@ -17,6 +17,12 @@ type Entry struct {
 	Seq         uint64    `json:"seq"`
 	Time        time.Time `json:"time"`
 	Environment string    `json:"environment"`
+	// Client is the address the request came from (no port): the pod or process that asked.
+	// The sidecar knows no names; a reader that knows the environment's instances (af net
+	// log) turns it into Service and Instance.
+	Client   string `json:"client,omitempty"`
+	Service  string `json:"service,omitempty"`
+	Instance string `json:"instance,omitempty"`
 	// Via is proxy (explicit, port 3128), transparent (ports 80/443), dns or smtp.
 	Via      string `json:"via"`
 	Method   string `json:"method,omitempty"`

@@ -82,7 +82,11 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.ForwardTimeout+time.Second)
 	defer cancel()
-	resp := s.Answer(ctx, r, proto)
+	var client netip.Addr
+	if ap, err := netip.ParseAddrPort(w.RemoteAddr().String()); err == nil {
+		client = ap.Addr()
+	}
+	resp := s.answer(ctx, r, proto, client)
 	if resp != nil {
 		_ = w.WriteMsg(resp)
 	}
@@ -121,6 +125,12 @@ func (s *Server) classify(asked string) (kind, string) {
 // Answer computes the response to r, received over proto ("udp" or "tcp"). It returns nil for
 // a message that must not be answered (a response, not a query).
 func (s *Server) Answer(ctx context.Context, r *dns.Msg, proto string) *dns.Msg {
+	return s.answer(ctx, r, proto, netip.Addr{})
+}
+
+// answer is Answer for a query from client (the zero Addr when unknown), which the decision
+// log records.
+func (s *Server) answer(ctx context.Context, r *dns.Msg, proto string, client netip.Addr) *dns.Msg {
 	if r == nil || r.Response {
 		return nil
 	}
@@ -159,13 +169,13 @@ func (s *Server) Answer(ctx context.Context, r *dns.Msg, proto string) *dns.Msg 
 	q := r.Question[0]
 	if q.Qclass != dns.ClassINET {
 		m.Rcode = dns.RcodeRefused
-		s.record(q.Name, false, "refused: only class IN is answered")
+		s.record(q.Name, false, "refused: only class IN is answered", client)
 		return finish(m)
 	}
 	switch q.Qtype {
 	case dns.TypeAXFR, dns.TypeIXFR, dns.TypeANY:
 		m.Rcode = dns.RcodeRefused
-		s.record(q.Name, false, fmt.Sprintf("refused: %s queries are not answered", dns.TypeToString[q.Qtype]))
+		s.record(q.Name, false, fmt.Sprintf("refused: %s queries are not answered", dns.TypeToString[q.Qtype]), client)
 		return finish(m)
 	}
 	k, fwd := s.classify(q.Name)
@@ -179,7 +189,7 @@ func (s *Server) Answer(ctx context.Context, r *dns.Msg, proto string) *dns.Msg 
 		return finish(resp)
 	case foreign:
 		m.Rcode = dns.RcodeNameError
-		s.record(q.Name, false, "not a name of this environment: names of the cluster and of other environments do not resolve here")
+		s.record(q.Name, false, "not a name of this environment: names of the cluster and of other environments do not resolve here", client)
 		return finish(m)
 	}
 	hdr := dns.RR_Header{Name: q.Name, Class: dns.ClassINET, Ttl: TTL}
@@ -198,7 +208,7 @@ func (s *Server) Answer(ctx context.Context, r *dns.Msg, proto string) *dns.Msg 
 		// SOA tells caches how long to remember that.
 		m.Ns = append(m.Ns, s.soa(q.Name))
 	}
-	s.recordExternal(q.Name)
+	s.recordExternal(q.Name, client)
 	return finish(m)
 }
 
@@ -256,7 +266,7 @@ func stripOPT(rrs []dns.RR) []dns.RR {
 	return out
 }
 
-func (s *Server) record(name string, allowed bool, reason string) {
+func (s *Server) record(name string, allowed bool, reason string, client netip.Addr) {
 	if s.cfg.Log == nil {
 		return
 	}
@@ -264,12 +274,16 @@ func (s *Server) record(name string, allowed bool, reason string) {
 	if !allowed {
 		mode = "block"
 	}
-	s.cfg.Log.Record(decisionlog.Entry{Via: "dns", Host: strings.TrimSuffix(strings.ToLower(name), "."), Rule: "dns", Mode: mode, Allowed: allowed, Reason: reason})
+	e := decisionlog.Entry{Via: "dns", Host: strings.TrimSuffix(strings.ToLower(name), "."), Rule: "dns", Mode: mode, Allowed: allowed, Reason: reason}
+	if client.IsValid() {
+		e.Client = client.Unmap().String()
+	}
+	s.cfg.Log.Record(e)
 }
 
 // recordExternal logs an external name answered with the sidecar's address, once a minute per
 // name, so lookups do not crowd out the connections that matter.
-func (s *Server) recordExternal(name string) {
+func (s *Server) recordExternal(name string, client netip.Addr) {
 	if s.cfg.Log == nil {
 		return
 	}
@@ -286,5 +300,5 @@ func (s *Server) recordExternal(name string) {
 	}
 	s.logged[name] = now
 	s.mu.Unlock()
-	s.record(name, true, "answered with the sidecar's address; the connection is decided when it is made")
+	s.record(name, true, "answered with the sidecar's address; the connection is decided when it is made", client)
 }

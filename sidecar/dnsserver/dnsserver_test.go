@@ -148,8 +148,8 @@ func TestExternalNamesAnswerWithTheSidecar(t *testing.T) {
 	if q := fc.queries(); len(q) != 0 {
 		t.Errorf("external names forwarded: %v", q)
 	}
-	if e := log.Query(decisionlog.Filter{}); len(e) != 2 || e[0].Via != "dns" || e[0].Host != "api.stripe.com" || !e[0].Allowed {
-		t.Errorf("log = %+v (one entry per name a minute)", e)
+	if e := log.Query(decisionlog.Filter{}); len(e) != 2 || e[0].Via != "dns" || e[0].Host != "api.stripe.com" || !e[0].Allowed || e[0].Client != "127.0.0.1" {
+		t.Errorf("log = %+v (one entry per name a minute, each with the client that asked)", e)
 	}
 }
 
@@ -192,8 +192,14 @@ func TestNamesDoNotCrossEnvironments(t *testing.T) {
 	if q := fc.queries(); len(q) != 0 {
 		t.Errorf("forwarded: %v", q)
 	}
-	if b := log.Query(decisionlog.Filter{Blocked: true}); len(b) != 7 {
+	b := log.Query(decisionlog.Filter{Blocked: true})
+	if len(b) != 7 {
 		t.Errorf("blocked log = %d entries, want 7", len(b))
+	}
+	for _, e := range b {
+		if e.Client != "127.0.0.1" {
+			t.Errorf("blocked entry without the client that asked: %+v", e)
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 			return err
 		}
 		pkt := buf[:n]
-		resp, verdict, qEnd := s.fast(pkt, out[:0])
+		resp, verdict, qEnd := s.fast(pkt, out[:0], from.Addr())
 		if verdict == fastAnswered {
 			_, _ = pc.WriteToUDPAddrPort(resp, from)
 			continue
@@ -67,7 +67,7 @@ func (s *Server) slowUDP(pc *net.UDPConn, pkt []byte, from netip.AddrPort) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.ForwardTimeout)
 	defer cancel()
-	resp := s.Answer(ctx, m, "udp")
+	resp := s.answer(ctx, m, "udp", from.Addr())
 	if resp == nil {
 		return
 	}
@@ -87,14 +87,14 @@ const (
 
 // fastAnswer answers pkt into out when it is a plain query for an external name's A record.
 func (s *Server) fastAnswer(pkt, out []byte) ([]byte, bool) {
-	resp, v, _ := s.fast(pkt, out)
+	resp, v, _ := s.fast(pkt, out, netip.Addr{})
 	return resp, v == fastAnswered
 }
 
 // fast answers a plain query for an external name's A record (fastAnswered), or says that a
 // query for one of the environment's own names can be relayed as it is (fastForward, with the
 // end of its question), or declines (fastNo).
-func (s *Server) fast(pkt, out []byte) ([]byte, int, int) {
+func (s *Server) fast(pkt, out []byte, client netip.Addr) ([]byte, int, int) {
 	if len(pkt) < 12+5 || !s.cfg.AdvertiseV4.Is4() {
 		return nil, fastNo, 0
 	}
@@ -152,6 +152,6 @@ func (s *Server) fast(pkt, out []byte) ([]byte, int, int) {
 	out = append(out, 0xc0, 0x0c, 0, byte(dns.TypeA), 0, byte(dns.ClassINET), 0, 0, 0, TTL, 0, 4)
 	a := s.cfg.AdvertiseV4.As4()
 	out = append(out, a[:]...)
-	s.recordExternal(qname)
+	s.recordExternal(qname, client)
 	return out, fastAnswered, i + 4
 }

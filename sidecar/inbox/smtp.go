@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/mail"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -127,7 +128,7 @@ func (s *SMTPServer) ServeConn(ctx context.Context, c net.Conn) {
 			if tooBig {
 				err = reply(fmt.Sprintf("552 5.3.4 message larger than %d bytes", maxMessage))
 			} else {
-				m := s.store(from, to, body)
+				m := s.store(peerAddr(c.RemoteAddr()), from, to, body)
 				err = reply("250 2.0.0 Ok: captured as " + m.ID)
 			}
 			from, to, haveFrom = "", nil, false
@@ -228,8 +229,20 @@ func readData(r *bufio.Reader, c net.Conn, idle time.Duration) ([]byte, bool, er
 	}
 }
 
-func (s *SMTPServer) store(from string, to []string, data []byte) Message {
-	m := Message{Kind: KindSMTP, From: from, To: to}
+// peerAddr is a connection's remote address without its port ("" when it has none).
+func peerAddr(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return ""
+	}
+	return ap.Addr().Unmap().String()
+}
+
+func (s *SMTPServer) store(client, from string, to []string, data []byte) Message {
+	m := Message{Kind: KindSMTP, Client: client, From: from, To: to}
 	if msg, err := mail.ReadMessage(bytes.NewReader(data)); err == nil {
 		dec := new(mime.WordDecoder)
 		subject := msg.Header.Get("Subject")

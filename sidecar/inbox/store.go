@@ -24,6 +24,12 @@ type Message struct {
 	ID   string    `json:"id"`
 	Kind string    `json:"kind"`
 	Time time.Time `json:"time"`
+	// Client is the address (no port) the message came from: the pod that sent it. The sidecar
+	// knows no names; a reader that knows the environment's instances (af inbox) fills in
+	// Service and Instance.
+	Client   string `json:"client,omitempty"`
+	Service  string `json:"service,omitempty"`
+	Instance string `json:"instance,omitempty"`
 	// HTTP: the request.
 	Method string              `json:"method,omitempty"`
 	Host   string              `json:"host,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,7 +166,7 @@ func splitHostPort(hostport string, def int) (string, int) {
 func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, via, host string, port int) {
 	start := time.Now()
 	d := p.policy.Decide(host, port)
-	entry := decisionlog.Entry{Via: via, Method: r.Method, Host: strings.ToLower(host), Port: port, Path: r.URL.Path, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
+	entry := decisionlog.Entry{Via: via, Client: clientOf(r.RemoteAddr), Method: r.Method, Host: strings.ToLower(host), Port: port, Path: r.URL.Path, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
 	switch d.Mode {
 	case policy.Block:
 		p.deny(w, http.StatusForbidden, "blocked by the environment's egress policy", d.Rule)
@@ -221,7 +222,7 @@ func (p *Proxy) deny(w http.ResponseWriter, status int, why, rule string) {
 func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, via, host string, port int, status int, reason string) {
 	start := time.Now()
 	p.deny(w, status, reason, "request")
-	p.record(decisionlog.Entry{Via: via, Method: r.Method, Host: host, Port: port, Rule: "request", Mode: policy.Block, Reason: reason, Status: status}, start)
+	p.record(decisionlog.Entry{Via: via, Client: clientOf(r.RemoteAddr), Method: r.Method, Host: host, Port: port, Rule: "request", Mode: policy.Block, Reason: reason, Status: status}, start)
 }
 
 // capture answers a request locally and keeps it in the inbox.
@@ -233,7 +234,7 @@ func (p *Proxy) capture(w http.ResponseWriter, r *http.Request, host string, ent
 	body, _ := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	// Drain (bounded) what the bound left, so the client's write completes.
 	rest, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 16<<20))
-	m := inbox.Message{Kind: inbox.KindHTTP, Method: r.Method, Host: strings.ToLower(host), Path: r.URL.RequestURI(), Header: inbox.Redact(r.Header), Body: string(body)}
+	m := inbox.Message{Kind: inbox.KindHTTP, Client: entry.Client, Method: r.Method, Host: strings.ToLower(host), Path: r.URL.RequestURI(), Header: inbox.Redact(r.Header), Body: string(body)}
 	if p.inbox != nil {
 		m = p.inbox.Add(m)
 	}
@@ -245,6 +246,15 @@ func (p *Proxy) capture(w http.ResponseWriter, r *http.Request, host string, ent
 	entry.BytesOut = int64(len(body)) + rest
 	entry.Reason += "; captured as " + m.ID
 	p.record(entry, start)
+}
+
+// clientOf is the address (no port) of a peer given as host:port, "" when it is not one.
+func clientOf(hostport string) string {
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil {
+		return ""
+	}
+	return ap.Addr().Unmap().String()
 }
 
 func (p *Proxy) record(e decisionlog.Entry, start time.Time) {
@@ -266,7 +276,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	host = strings.Trim(host, "[]")
 	d := p.policy.Decide(host, port)
-	entry := decisionlog.Entry{Via: ViaProxy, Method: http.MethodConnect, Host: strings.ToLower(host), Port: port, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
+	entry := decisionlog.Entry{Via: ViaProxy, Client: clientOf(r.RemoteAddr), Method: http.MethodConnect, Host: strings.ToLower(host), Port: port, Rule: d.Rule, Mode: d.Mode, Reason: d.Reason}
 	switch d.Mode {
 	case policy.Block:
 		p.deny(w, http.StatusForbidden, "blocked by the environment's egress policy", d.Rule)
@@ -328,7 +338,7 @@ func (p *Proxy) ServeTLS(c net.Conn, port int) {
 	_ = c.SetReadDeadline(time.Now().Add(p.handshake))
 	raw, sni, err := tlshello.Read(c)
 	_ = c.SetReadDeadline(time.Time{})
-	entry := decisionlog.Entry{Via: ViaTransparent, Method: "TLS", Host: sni, Port: port}
+	entry := decisionlog.Entry{Via: ViaTransparent, Client: clientOf(c.RemoteAddr().String()), Method: "TLS", Host: sni, Port: port}
 	if err != nil {
 		entry.Mode, entry.Rule, entry.Reason = policy.Block, "request", "TLS without a usable server name: "+err.Error()
 		if errors.Is(err, tlshello.ErrNoSNI) {

@@ -17,6 +17,7 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/sidecar/control"
 	sidecarinbox "github.com/antifailure/af/sidecar/inbox"
 )
@@ -45,7 +46,7 @@ Each takes -o json.`,
 
 // with opens the link to the environment's sidecar and runs use with a client of its
 // control API, closing the link after.
-func with(cmd *cobra.Command, f *factory.Factory, fl *envtarget.Flags, name string, use func(ctx context.Context, c *control.Client) error) error {
+func with(cmd *cobra.Command, f *factory.Factory, fl *envtarget.Flags, name string, use func(ctx context.Context, c *control.Client, names *afruntime.Namer) error) error {
 	rt, ref, err := fl.Resolve(f)
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func with(cmd *cobra.Command, f *factory.Factory, fl *envtarget.Flags, name stri
 		return err
 	}
 	defer link.Close()
-	return use(cmd.Context(), &control.Client{Addr: link.Addr})
+	return use(cmd.Context(), &control.Client{Addr: link.Addr}, afruntime.NewNamer(rt, ref))
 }
 
 func sidecarError(err error) error {
@@ -73,10 +74,13 @@ func newCmdList(f *factory.Factory) *cobra.Command {
 		Short: "List what the sidecar captured, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return with(cmd, f, &fl, "af inbox list", func(ctx context.Context, c *control.Client) error {
+			return with(cmd, f, &fl, "af inbox list", func(ctx context.Context, c *control.Client, names *afruntime.Namer) error {
 				ms, err := c.Inbox(ctx, q)
 				if err != nil {
 					return sidecarError(err)
+				}
+				for i := range ms {
+					ms[i].Service, ms[i].Instance = names.Name(ctx, ms[i].Client)
 				}
 				if f.IO.JSON() {
 					return f.WriteJSON(map[string]any{"messages": ms})
@@ -104,13 +108,20 @@ func addQuery(cmd *cobra.Command, q *control.InboxQuery) {
 	cmd.Flags().StringVar(&q.Subject, "subject", "", "only mail whose subject contains this")
 }
 
-// line is one item in a list.
+// line is one item in a list, ending with who sent it when known.
 func line(m sidecarinbox.Message) string {
 	when := m.Time.Local().Format("15:04:05")
-	if m.Kind == "smtp" {
-		return fmt.Sprintf("%s  %s  mail  from %s to %s: %s", m.ID, when, m.From, strings.Join(m.To, ", "), m.Subject)
+	sender := ""
+	switch {
+	case m.Instance != "":
+		sender = "  sent by " + m.Service + "/" + m.Instance
+	case m.Client != "":
+		sender = "  sent by " + m.Client
 	}
-	return fmt.Sprintf("%s  %s  %-4s  %s %s%s (%d bytes)", m.ID, when, m.Kind, m.Method, m.Host, m.Path, len(m.Body))
+	if m.Kind == "smtp" {
+		return fmt.Sprintf("%s  %s  mail  from %s to %s: %s%s", m.ID, when, m.From, strings.Join(m.To, ", "), m.Subject, sender)
+	}
+	return fmt.Sprintf("%s  %s  %-4s  %s %s%s (%d bytes)%s", m.ID, when, m.Kind, m.Method, m.Host, m.Path, len(m.Body), sender)
 }
 
 func newCmdShow(f *factory.Factory) *cobra.Command {
@@ -120,11 +131,12 @@ func newCmdShow(f *factory.Factory) *cobra.Command {
 		Short: "Show one captured request or mail: headers (credentials redacted) and body",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return with(cmd, f, &fl, "af inbox show", func(ctx context.Context, c *control.Client) error {
+			return with(cmd, f, &fl, "af inbox show", func(ctx context.Context, c *control.Client, names *afruntime.Namer) error {
 				m, err := c.Message(ctx, args[0])
 				if err != nil {
 					return sidecarError(err)
 				}
+				m.Service, m.Instance = names.Name(ctx, m.Client)
 				return show(f, m)
 			})
 		},
@@ -179,7 +191,7 @@ one arrives, and 1 with AF-RUN-054 when none has after --timeout (default 60s, a
 			if timeout <= 0 || timeout > control.MaxWait {
 				return failure.Newf(failure.UsageInvalid, "--timeout %s: from 1s to %s", timeout, control.MaxWait)
 			}
-			return with(cmd, f, &fl, "af inbox wait", func(ctx context.Context, c *control.Client) error {
+			return with(cmd, f, &fl, "af inbox wait", func(ctx context.Context, c *control.Client, names *afruntime.Namer) error {
 				m, err := c.Wait(ctx, q, "", timeout)
 				if errors.Is(err, control.ErrNoMessage) {
 					return failure.Newf(failure.NothingArrived, "nothing matching arrived in the inbox within %s", timeout)
@@ -187,6 +199,7 @@ one arrives, and 1 with AF-RUN-054 when none has after --timeout (default 60s, a
 				if err != nil {
 					return sidecarError(err)
 				}
+				m.Service, m.Instance = names.Name(ctx, m.Client)
 				return show(f, m)
 			})
 		},

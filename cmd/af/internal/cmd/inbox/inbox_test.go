@@ -11,6 +11,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/failure"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
 	sidecarinbox "github.com/antifailure/af/sidecar/inbox"
 )
@@ -39,13 +40,20 @@ func mail(t *testing.T, o *runtimetest.Observed, to, subject string) {
 
 func TestInbox(t *testing.T) {
 	o := runtimetest.NewObserved()
+	// The mail comes from loopback: here the address of the web service's pod.
+	o.Pods = []afruntime.Instance{{Name: "shop-web-1", Service: "web", Workload: "service", Addresses: []string{"127.0.0.1"}}}
 	mail(t, o, "buyer@example.test", "Order 17 shipped")
 
 	r := cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdInbox, "list", "--env", "e")
-	if r.Err != nil || !strings.Contains(r.Out, "mail  from shop@shop.test to buyer@example.test: Order 17 shipped") {
+	if r.Err != nil || !strings.Contains(r.Out, "mail  from shop@shop.test to buyer@example.test: Order 17 shipped  sent by web/shop-web-1") {
 		t.Fatalf("list: %v\n%s", r.Err, r.Out)
 	}
-	id := strings.Fields(r.Out)[0]
+	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o, JSON: true}, NewCmdInbox, "list", "--env", "e")
+	var named struct{ Messages []sidecarinbox.Message }
+	if err := json.Unmarshal([]byte(r.Out), &named); err != nil || len(named.Messages) != 1 || named.Messages[0].Client != "127.0.0.1" || named.Messages[0].Service != "web" || named.Messages[0].Instance != "shop-web-1" {
+		t.Fatalf("list -o json names the sender: %v %s", err, r.Out)
+	}
+	id := named.Messages[0].ID
 	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdInbox, "show", id, "--env", "e")
 	if r.Err != nil || !strings.Contains(r.Out, "Your order has shipped.") || !strings.Contains(r.Out, "[redacted]") || strings.Contains(r.Out, "sk_live_123") {
 		t.Fatalf("show: %v\n%s", r.Err, r.Out)

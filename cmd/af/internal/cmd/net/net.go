@@ -43,7 +43,8 @@ func newCmdLog(f *factory.Factory) *cobra.Command {
 		Short: "Show what the environment's sidecar allowed, blocked and captured",
 		Long: `Every decision the environment's egress sidecar made, newest last: time, method, host, port,
 path (plain HTTP), how it came (proxy, transparent, dns, smtp), the rule and mode, allowed or
-not, status, bytes and duration. Then one summary line: allowed, blocked, captured, and the
+not, who asked (from=SERVICE/POD, or the address when no pod of the environment has it),
+status, bytes and duration. Then one summary line: allowed, blocked, captured, and the
 hosts blocked most.
 
 The sidecar is reached through the runtime: on Kubernetes a port-forward to its control port,
@@ -78,7 +79,7 @@ in the sidecar's own format, and the summary goes to stderr.`,
 			}
 			defer link.Close()
 			c := &control.Client{Addr: link.Addr}
-			p := &printer{f: f, host: host}
+			p := &printer{f: f, host: host, names: afruntime.NewNamer(rt, ref)}
 			err = p.run(cmd.Context(), c, control.LogQuery{Blocked: blocked, Since: since}, follow)
 			p.summary()
 			return err
@@ -102,10 +103,11 @@ func Open(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref, command 
 }
 
 type printer struct {
-	f    *factory.Factory
-	host string
-	last uint64
-	seen []decisionlog.Entry
+	f     *factory.Factory
+	host  string
+	names *afruntime.Namer
+	last  uint64
+	seen  []decisionlog.Entry
 }
 
 func (p *printer) run(ctx context.Context, c *control.Client, q control.LogQuery, follow bool) error {
@@ -127,6 +129,7 @@ func (p *printer) run(ctx context.Context, c *control.Client, q control.LogQuery
 					continue
 				}
 			}
+			e.Service, e.Instance = p.names.Name(ctx, e.Client)
 			p.seen = append(p.seen, e)
 			p.print(e)
 		}
@@ -174,7 +177,14 @@ func (p *printer) print(e decisionlog.Entry) {
 	if e.Status > 0 {
 		status = fmt.Sprintf(" %d", e.Status)
 	}
-	fmt.Fprintf(out, "%s %s %-7s %s  rule=%s via=%s%s %.1fms in=%dB out=%dB\n", e.Time.Local().Format("15:04:05.000"), verdict, method, target, orDash(e.Rule), e.Via, status, e.DurationMS, e.BytesIn, e.BytesOut)
+	from := ""
+	switch {
+	case e.Instance != "":
+		from = " from=" + e.Service + "/" + e.Instance
+	case e.Client != "":
+		from = " from=" + e.Client
+	}
+	fmt.Fprintf(out, "%s %s %-7s %s  rule=%s via=%s%s%s %.1fms in=%dB out=%dB\n", e.Time.Local().Format("15:04:05.000"), verdict, method, target, orDash(e.Rule), e.Via, from, status, e.DurationMS, e.BytesIn, e.BytesOut)
 }
 
 func orDash(s string) string {

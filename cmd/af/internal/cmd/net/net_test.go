@@ -11,6 +11,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/failure"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
 	"github.com/antifailure/af/sidecar/decisionlog"
 )
@@ -121,5 +122,49 @@ func TestNetLogFollow(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// The pod behind a decision is named from the client address the sidecar recorded: in the
+// text line (from=SERVICE/POD) and as service and instance in JSON; an address no instance
+// has is shown as it is.
+func TestNetLogNamesTheClient(t *testing.T) {
+	o := runtimetest.NewObserved()
+	o.Pods = []afruntime.Instance{
+		{Name: "shop-web-5c9d-x2", Service: "web", Workload: "service", Addresses: []string{"10.244.0.7"}},
+		{Name: "shop-web-migrate-q", Service: "web", Workload: "migration", Addresses: []string{"10.244.0.9"}},
+		{Name: "af-probe", Workload: "probe", Addresses: []string{"10.244.0.11"}},
+	}
+	for _, c := range []struct{ host, client string }{{"a.test", "10.244.0.7"}, {"b.test", "10.244.0.9"}, {"c.test", "10.244.0.11"}, {"d.test", "10.244.0.99"}, {"e.test", ""}} {
+		o.Log.Record(decisionlog.Entry{Via: "proxy", Client: c.client, Method: "GET", Host: c.host, Rule: "egress.default", Mode: "block"})
+	}
+	r := cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdNet, "log", "--env", "e")
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	lines := strings.Split(r.Out, "\n")
+	for i, want := range []string{"from=web/shop-web-5c9d-x2", "from=web (migration)/shop-web-migrate-q", "from=probe/af-probe", "from=10.244.0.99"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d lacks %q: %s", i, want, lines[i])
+		}
+	}
+	if strings.Contains(lines[4], "from=") {
+		t.Errorf("a decision without a client names one: %s", lines[4])
+	}
+	// One answer from the runtime served every known address; the unknown one asked once more
+	// only after RefreshEvery, which has not passed.
+	var asked int
+	for _, c := range o.Calls() {
+		if c.Method == "Instances" {
+			asked++
+		}
+	}
+	if asked != 1 {
+		t.Errorf("asked the runtime for its instances %d times, want 1", asked)
+	}
+	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o, JSON: true}, NewCmdNet, "log", "--env", "e", "--host", "a.test")
+	var e decisionlog.Entry
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Out)), &e); err != nil || e.Service != "web" || e.Instance != "shop-web-5c9d-x2" || e.Client != "10.244.0.7" {
+		t.Errorf("JSON: %v %s", err, r.Out)
 	}
 }

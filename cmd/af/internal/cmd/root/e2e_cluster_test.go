@@ -54,18 +54,26 @@ runtime:
   provider: kubernetes
   registry: %s/af-cli
   ttl: 1h
+egress:
+  rules:
+    - host: "*.capture.af.test"
+      mode: capture
 services:
   app:
     kind: worker
     port: 8080
     build: {context: app}
-    command: ["/aftool", "serve", "-tcp", ":8080", "-udp", ""]
-`, h.Registry)), 0o644); err != nil {
+    command: ["/aftool", "serve", "-tcp", ":8080", "-udp", "", "-webhook", ":8081"]
+    env:
+      WEBHOOK_SECRET: %s
+`, h.Registry, e2eHookSecret)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{
-		"KUBECONFIG":  h.Kubeconfig,
-		"DOCKER_HOST": dockerHost,
+		"KUBECONFIG":         h.Kubeconfig,
+		"DOCKER_HOST":        dockerHost,
+		"AF_E2E_HOOK_SECRET": e2eHookSecret,
+		"AF_E2E_WRONG":       "not-the-secret",
 	}
 	for k, v := range h.GateEnv() {
 		env[k] = v
@@ -96,8 +104,83 @@ services:
 		}
 	}
 	followOnTheCluster(t, h, env, manifest, res.Namespace)
+	observeOnTheCluster(t, h, env, manifest, res.Namespace)
 	if d := run(t, env, "", "down", "-f", manifest, "--env", "cli-e2e"); d.code != 0 {
 		t.Errorf("af down: exit %d\n%s", d.code, d.errOut)
+	}
+}
+
+// e2eHookSecret is the webhook secret the test's service verifies deliveries with.
+const e2eHookSecret = "e2e-hook-secret-4f1c"
+
+// observeOnTheCluster runs the commands that read what the environment saw, against the real
+// environment: af net log names the blocked host, its rule and the pod that asked; af inbox
+// wait returns a capture the pod made and times out (exit 1) on one it did not; af webhook
+// trigger delivers a signed webhook the service verifies (and a wrongly signed one is refused
+// with AF-RUN-055); af logs shows the service's own lines about it.
+func observeOnTheCluster(t *testing.T, h *testcluster.Handle, env map[string]string, manifest, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	pod, err := h.Kubectl(ctx, "", "-n", ns, "get", "pods", "-l", "dev.antifailure.service=app,dev.antifailure.workload=service", "-o", "jsonpath={.items[0].metadata.name} {.items[0].status.podIP}")
+	if err != nil {
+		t.Fatalf("the app's pod: %v %s", err, pod)
+	}
+	podName, podIP, _ := strings.Cut(strings.TrimSpace(pod), " ")
+	target := []string{"-f", manifest, "--env", "cli-e2e"}
+
+	// The blocked request followOnTheCluster made, with its rule and the pod that made it.
+	r := run(t, env, "", append([]string{"net", "log", "--blocked", "--host", "blocked-api.af.test"}, target...)...)
+	if r.code != 0 {
+		t.Fatalf("af net log --blocked: exit %d\n%s", r.code, r.errOut)
+	}
+	line := ""
+	for _, l := range strings.Split(r.out, "\n") {
+		if strings.Contains(l, "blocked-api.af.test:80/after-follow") {
+			line = l
+		}
+	}
+	for _, want := range []string{"block", "rule=egress.default", "from=app/" + podName} {
+		if !strings.Contains(line, want) {
+			t.Errorf("af net log --blocked: the decision line lacks %q:\n%s", want, r.out)
+		}
+	}
+	if !strings.Contains(r.out, "blocked most: blocked-api.af.test") {
+		t.Errorf("af net log --blocked: no summary naming the host:\n%s", r.out)
+	}
+
+	// An HTTP capture made from the pod arrives in the inbox, with the pod's address.
+	if got, err := h.Kubectl(ctx, "", "-n", ns, "exec", "deploy/app", "--", "/aftool", "http", "-timeout", "3s", "http://hooks.capture.af.test/order/42"); err != nil || !strings.HasPrefix(got, "20") {
+		t.Errorf("the request to a captured host: %v %q, want the sidecar's 2xx", err, got)
+	}
+	r = run(t, env, "", append([]string{"inbox", "wait", "--host", "hooks.capture.af.test", "--timeout", "20s", "-o", "json"}, target...)...)
+	var msg struct{ ID, Kind, Host, Path, Client, Service, Instance string }
+	if r.code != 0 || json.Unmarshal([]byte(r.out), &msg) != nil || msg.Kind != "http" || msg.Path != "/order/42" || msg.Client != podIP || msg.Service != "app" || msg.Instance != podName {
+		t.Errorf("af inbox wait: exit %d, %+v (want the capture from %s)\n%s\n%s", r.code, msg, podIP, r.out, r.errOut)
+	}
+	if s := run(t, env, "", append([]string{"inbox", "show", msg.ID}, target...)...); s.code != 0 || !strings.Contains(s.out, "/order/42") {
+		t.Errorf("af inbox show %s: exit %d\n%s\n%s", msg.ID, s.code, s.out, s.errOut)
+	}
+	if w := run(t, env, "", append([]string{"inbox", "wait", "--host", "never.capture.af.test", "--timeout", "1s"}, target...)...); w.code != 1 {
+		t.Errorf("af inbox wait for what never comes: exit %d, want 1\n%s", w.code, w.errOut)
+	}
+
+	// A signed delivery the service verifies; one signed with another secret it refuses.
+	r = run(t, env, "", append([]string{"webhook", "trigger", "--to", "app:8081/webhook", "--provider", "github", "--secret-env", "AF_E2E_HOOK_SECRET", "--event", "ping"}, target...)...)
+	if r.code != 0 || !strings.Contains(r.out, "200") || !strings.Contains(r.out, "verified") {
+		t.Errorf("af webhook trigger: exit %d\n%s\n%s", r.code, r.out, r.errOut)
+	}
+	if strings.Contains(r.out+r.errOut, e2eHookSecret) {
+		t.Errorf("af webhook trigger printed the secret")
+	}
+	r = run(t, env, "", append([]string{"webhook", "trigger", "--to", "app:8081/webhook", "--provider", "github", "--secret-env", "AF_E2E_WRONG", "--event", "ping"}, target...)...)
+	if r.code == 0 || !strings.Contains(r.errOut, "AF-RUN-055") || !strings.Contains(r.out, "401") {
+		t.Errorf("af webhook trigger with the wrong secret: exit %d, want AF-RUN-055 and the service's 401\n%s\n%s", r.code, r.out, r.errOut)
+	}
+
+	// The service's own lines, prefixed with its pod.
+	r = run(t, env, "", append([]string{"logs", "app"}, target...)...)
+	if r.code != 0 || !strings.Contains(r.out, podName) || !strings.Contains(r.out, `webhook: verified "ping"`) || !strings.Contains(r.out, "webhook: signature refused") {
+		t.Errorf("af logs app: exit %d\n%s\n%s", r.code, r.out, r.errOut)
 	}
 }
 
