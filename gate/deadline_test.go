@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,11 +25,11 @@ func TestDeadlineDiscardsTheCutRound(t *testing.T) {
 	res := Check(context.Background(), Config{
 		Targets: []Target{{Route: RouteDNS, Addr: silent.LocalAddr().String()}},
 		Sidecar: sidecar.Addr().String(),
-		// 4 rounds needed, 3 fit: the 4th is cut short by the deadline, and must not complete
-		// the streak.
+		// 4 rounds needed, started a timeout apart: 3 complete, the 4th (started at 3×timeout)
+		// is cut short by the deadline and must not complete the streak.
 		Rounds:   4,
 		Timeout:  timeout,
-		Interval: time.Millisecond,
+		Interval: timeout,
 		Deadline: 3*timeout + timeout/2,
 	})
 	if res.Verdict != CannotAnswer {
@@ -86,4 +87,98 @@ func acceptor(t *testing.T, n int) net.Listener {
 		}
 	}()
 	return ln
+}
+
+// scripted returns an attempt function that answers each round as script says: after how
+// long, and whether the route got out.
+func scripted(script func(round int) (time.Duration, bool), starts *sync.Map) func(context.Context, Target, time.Duration, int) Attempt {
+	return func(ctx context.Context, t Target, timeout time.Duration, round int) Attempt {
+		starts.LoadOrStore(round, time.Now())
+		after, out := script(round)
+		select {
+		case <-time.After(after):
+		case <-ctx.Done():
+			return Attempt{Route: t.Route, Target: t.Addr, Outcome: Denied, Detail: "cut"}
+		}
+		if out {
+			return Attempt{Route: t.Route, Target: t.Addr, Outcome: Escaped, Detail: "connected"}
+		}
+		return Attempt{Route: t.Route, Target: t.Addr, Outcome: Denied, Detail: "timeout"}
+	}
+}
+
+// TestRoundsOverlap: a round starts Interval after the previous one started, not after it
+// ended, so three rounds whose attempts each wait out a long timeout run side by side; and no
+// more rounds start than could complete the streak.
+func TestRoundsOverlap(t *testing.T) {
+	sidecar := acceptor(t, 0)
+	var starts sync.Map
+	ended := time.Time{}
+	var mu sync.Mutex
+	cfg := Config{
+		Targets:  []Target{{Route: RouteTCP, Addr: "192.0.2.1:443"}},
+		Sidecar:  sidecar.Addr().String(),
+		Rounds:   3,
+		Timeout:  time.Second,
+		Interval: 50 * time.Millisecond,
+		Deadline: 20 * time.Second,
+	}
+	inner := scripted(func(int) (time.Duration, bool) { return 400 * time.Millisecond, false }, &starts)
+	cfg.attempt = func(ctx context.Context, tg Target, d time.Duration, round int) Attempt {
+		a := inner(ctx, tg, d, round)
+		if round == 1 {
+			mu.Lock()
+			ended = time.Now()
+			mu.Unlock()
+		}
+		return a
+	}
+	res := Check(context.Background(), cfg)
+	if res.Verdict != Contained || res.Rounds != 3 {
+		t.Fatalf("verdict %s after %d rounds (%s)", res.Verdict, res.Rounds, res.Reason)
+	}
+	n := 0
+	starts.Range(func(any, any) bool { n++; return true })
+	if n != 3 {
+		t.Errorf("%d rounds started; 3 could complete the streak", n)
+	}
+	s3, _ := starts.Load(3)
+	mu.Lock()
+	defer mu.Unlock()
+	if !s3.(time.Time).Before(ended) {
+		t.Errorf("round 3 started after round 1 ended: the rounds did not overlap")
+	}
+}
+
+// TestStreakCountsInStartOrder: a round that got out breaks the streak of every round that
+// started before it, even one that finishes after it. Round 1 waits out its timeout and is
+// denied; round 2 (started later) gets out at once; with 2 rounds needed, rounds 1 and 3 are
+// not consecutive: the verdict needs rounds 3 and 4.
+func TestStreakCountsInStartOrder(t *testing.T) {
+	sidecar := acceptor(t, 0)
+	var starts sync.Map
+	cfg := Config{
+		Targets:  []Target{{Route: RouteTCP, Addr: "192.0.2.1:443"}},
+		Sidecar:  sidecar.Addr().String(),
+		Rounds:   2,
+		Timeout:  time.Second,
+		Interval: 50 * time.Millisecond,
+		Deadline: 20 * time.Second,
+	}
+	cfg.attempt = scripted(func(round int) (time.Duration, bool) {
+		switch round {
+		case 1:
+			return 500 * time.Millisecond, false
+		case 2:
+			return 0, true
+		}
+		return 100 * time.Millisecond, false
+	}, &starts)
+	res := Check(context.Background(), cfg)
+	if res.Verdict != Contained || res.Rounds != 4 {
+		t.Fatalf("verdict %s after %d rounds: want contained after 4 (rounds 3 and 4)", res.Verdict, res.Rounds)
+	}
+	if len(res.Escaped) != 1 {
+		t.Errorf("the escape of round 2 is not reported: %+v", res.Escaped)
+	}
 }

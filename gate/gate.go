@@ -56,12 +56,15 @@ type Config struct {
 	Rounds int
 	// Timeout bounds each attempt (default 1s).
 	Timeout time.Duration
-	// Interval is the pause between rounds (default 200ms).
+	// Interval is the time between the starts of rounds (default 200ms): rounds overlap when
+	// attempts wait out their timeout.
 	Interval time.Duration
 	// Deadline bounds the whole check (default 60s).
 	Deadline time.Duration
 	// Out receives one line per route per round (nil: none).
 	Out io.Writer
+	// attempt replaces the real try of a route in this package's tests.
+	attempt func(ctx context.Context, t Target, timeout time.Duration, round int) Attempt
 }
 
 // Verdicts.
@@ -154,7 +157,14 @@ func (c *Config) defaults() {
 
 // Check runs rounds until Rounds consecutive rounds find every route denied with the sidecar
 // reachable around them (contained), or the deadline passes: escaped when a route got out in
-// the last round, otherwise no answer.
+// the last complete round, otherwise no answer.
+//
+// Rounds overlap: a new one starts Interval after the previous one started, while the rounds
+// under way (and the all-denied streak so far) could still fall short of Rounds, so a route
+// the network drops (an attempt that waits out its whole timeout) does not hold up the next
+// round. Every round still tries every route, at its own moment, with the sidecar checked
+// before and after it; rounds count in the order they started, so "consecutive" means what it
+// says: a round that got out breaks the streak of every round that started before it.
 func Check(ctx context.Context, cfg Config) Result {
 	cfg.defaults()
 	start := time.Now()
@@ -162,65 +172,122 @@ func Check(ctx context.Context, cfg Config) Result {
 	defer cancel()
 	res := Result{Verdict: CannotAnswer}
 	escaped := map[string]Attempt{}
-	streak := 0
-	var last []Attempt
-	lastReason := ""
-	for round := 1; ; round++ {
-		res.Rounds = round
-		if err := sidecarUp(ctx, cfg); err != nil {
-			lastReason = "the sidecar did not answer before the round: " + err.Error()
-			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
+	results := make(chan roundResult)
+	var (
+		started, next = 0, 1 // rounds started; the next one to count, in start order
+		running       = 0
+		pending       = map[int]roundResult{} // done, not yet counted (an earlier one runs)
+		streak        = 0
+		last          []Attempt
+		lastReason    = ""
+		lastStart     time.Time
+	)
+	// reach is how many rounds could still complete the streak: the streak counted so far and
+	// every round after it that is under way or done and all denied; one done and not all
+	// denied voids every round before it.
+	reach := func() int {
+		n := streak
+		for k := next; k <= started; k++ {
+			if r, ok := pending[k]; ok && !r.allDenied() {
+				n = 0
+				continue
+			}
+			n++
+		}
+		return n
+	}
+	count := func(r roundResult) {
+		if r.before != nil {
+			lastReason = "the sidecar did not answer before the round: " + r.before.Error()
+			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", r.n, cfg.Sidecar, r.before.Error())
 			// The streak is broken; the last complete round stays the evidence: a route that got
 			// out there is an escape even when the sidecar stops answering afterwards.
 			streak = 0
-		} else {
-			attempts := runRound(ctx, cfg, round)
-			// (By the clock too: an attempt can end at the deadline a moment before the
-			// context's timer marks it done.)
-			if deadline, _ := ctx.Deadline(); ctx.Err() != nil || !time.Now().Before(deadline) {
-				// The deadline cut this round short: its attempts ended by the deadline, not
-				// by the network, so they are neither denials nor part of the verdict.
-				res.Rounds = round - 1
-				cfg.log("round=%d discarded: the deadline passed during it", round)
-				res.finish(cfg, last, lastReason)
-				break
-			}
-			last = attempts
-			allDenied := true
-			for _, a := range last {
-				if a.Outcome == Escaped {
-					if _, seen := escaped[a.Route+" "+a.Target]; !seen {
-						escaped[a.Route+" "+a.Target] = a
-					}
-				}
-				allDenied = allDenied && a.Outcome == Denied
-			}
-			if err := sidecarUp(ctx, cfg); err != nil {
-				lastReason = "the sidecar did not answer after the round: " + err.Error()
-				cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", round, cfg.Sidecar, err.Error())
-				allDenied = false
-			}
-			if allDenied {
-				streak++
-			} else {
-				streak = 0
-				if lastReason == "" || hasEscape(last) || hasUnknown(last) {
-					lastReason = describe(last)
+			return
+		}
+		for _, a := range r.attempts {
+			cfg.log("round=%d route=%s target=%s outcome=%s detail=%q ms=%.1f", r.n, a.Route, a.Target, a.Outcome, a.Detail, a.MS)
+			if a.Outcome == Escaped {
+				if _, seen := escaped[a.Route+" "+a.Target]; !seen {
+					escaped[a.Route+" "+a.Target] = a
 				}
 			}
-			if streak >= cfg.Rounds {
-				res.Verdict, res.Routes = Contained, last
-				break
-			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(cfg.Interval):
+		last = r.attempts
+		if r.after != nil {
+			lastReason = "the sidecar did not answer after the round: " + r.after.Error()
+			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", r.n, cfg.Sidecar, r.after.Error())
 		}
-		if ctx.Err() != nil {
+		if r.allDenied() {
+			streak++
+			return
+		}
+		streak = 0
+		if r.after == nil && (lastReason == "" || hasEscape(r.attempts) || hasUnknown(r.attempts)) {
+			lastReason = describe(r.attempts)
+		}
+	}
+	for {
+		if ctx.Err() != nil && running == 0 {
 			res.finish(cfg, last, lastReason)
 			break
 		}
+		// Start a round when it is due and could matter.
+		var due <-chan time.Time
+		if ctx.Err() == nil && reach() < cfg.Rounds {
+			if wait := time.Until(lastStart.Add(cfg.Interval)); started > 0 && wait > 0 {
+				due = time.After(wait)
+			} else {
+				started++
+				running++
+				lastStart = time.Now()
+				go func(n int) { results <- runRound(ctx, cfg, n) }(started)
+				continue
+			}
+		}
+		var done <-chan struct{}
+		if ctx.Err() == nil {
+			done = ctx.Done()
+		}
+		select {
+		case <-due:
+		case <-done: // the rounds under way end at the deadline and are discarded
+		case r := <-results:
+			running--
+			// (By the clock too: an attempt can end at the deadline a moment before the
+			// context's timer marks it done.)
+			if deadline, _ := ctx.Deadline(); ctx.Err() != nil || !time.Now().Before(deadline) {
+				// The deadline cut this round short: its attempts ended by the deadline, not by
+				// the network, so they are neither denials nor part of the verdict.
+				cfg.log("round=%d discarded: the deadline passed during it", r.n)
+				r.cut = true
+			}
+			pending[r.n] = r
+			for {
+				pr, ok := pending[next]
+				if !ok {
+					break
+				}
+				delete(pending, next)
+				next++
+				if pr.cut {
+					continue
+				}
+				res.Rounds++
+				count(pr)
+				if streak >= cfg.Rounds {
+					res.Verdict, res.Routes = Contained, last
+					break
+				}
+			}
+		}
+		if res.Verdict == Contained {
+			break
+		}
+	}
+	cancel()
+	for ; running > 0; running-- {
+		<-results // the rounds cut short by the verdict: never counted
 	}
 	for _, a := range escaped {
 		res.Escaped = append(res.Escaped, a)
@@ -233,6 +300,26 @@ func Check(ctx context.Context, cfg Config) Result {
 	})
 	res.MS = ms(time.Since(start))
 	return res
+}
+
+// roundResult is one round: the sidecar before it, every route, the sidecar after it.
+type roundResult struct {
+	n             int
+	before, after error
+	attempts      []Attempt
+	cut           bool
+}
+
+func (r roundResult) allDenied() bool {
+	if r.before != nil || r.after != nil {
+		return false
+	}
+	for _, a := range r.attempts {
+		if a.Outcome != Denied {
+			return false
+		}
+	}
+	return true
 }
 
 // finish gives the verdict when the deadline passed: escaped when a route got out in the last
@@ -283,21 +370,34 @@ func (c Config) log(format string, args ...any) {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// runRound tries every route once, concurrently.
-func runRound(ctx context.Context, cfg Config, round int) []Attempt {
+// runRound checks the sidecar, tries every route once, concurrently, and checks the sidecar
+// again.
+func runRound(ctx context.Context, cfg Config, round int) roundResult {
+	r := roundResult{n: round}
+	if r.before = sidecarUp(ctx, cfg); r.before != nil {
+		return r
+	}
+	r.attempts = tryAll(ctx, cfg, round)
+	r.after = sidecarUp(ctx, cfg)
+	return r
+}
+
+// tryAll tries every route once, concurrently.
+func tryAll(ctx context.Context, cfg Config, round int) []Attempt {
 	out := make([]Attempt, len(cfg.Targets))
 	done := make(chan struct{}, len(cfg.Targets))
 	for i, t := range cfg.Targets {
 		go func() {
-			out[i] = try(ctx, t, cfg.Timeout)
+			if cfg.attempt != nil {
+				out[i] = cfg.attempt(ctx, t, cfg.Timeout, round)
+			} else {
+				out[i] = try(ctx, t, cfg.Timeout)
+			}
 			done <- struct{}{}
 		}()
 	}
 	for range cfg.Targets {
 		<-done
-	}
-	for _, a := range out {
-		cfg.log("round=%d route=%s target=%s outcome=%s detail=%q ms=%.1f", round, a.Route, a.Target, a.Outcome, a.Detail, a.MS)
 	}
 	return out
 }

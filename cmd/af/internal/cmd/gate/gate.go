@@ -78,7 +78,7 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 	str(&o.sidecar, "sidecar", "", "the sidecar's proxy address (default: AF_SIDECAR, else HTTP_PROXY's host on port 3128)")
 	fl.IntVar(&o.rounds, "rounds", envInt(env("rounds"), 3), "consecutive all-denied rounds needed")
 	fl.DurationVar(&o.timeout, "timeout", envDur(env("timeout"), time.Second), "time for each attempt")
-	fl.DurationVar(&o.interval, "interval", envDur(env("interval"), 200*time.Millisecond), "pause between rounds")
+	fl.DurationVar(&o.interval, "interval", envDur(env("interval"), 200*time.Millisecond), "time between the starts of rounds (they overlap when an attempt waits out --timeout)")
 	fl.DurationVar(&o.deadline, "deadline", envDur(env("deadline"), 60*time.Second), "time for the whole check")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return run(cmd, f, o) }
 	return cmd
