@@ -104,6 +104,8 @@ func (a Attempt) String() string {
 type Outcome struct {
 	OK     bool
 	Output string
+	// From is the address the attempt was made from: the throwaway instance's (Try).
+	From string
 }
 
 // Instance is one running (or finished) instance of a service or migration.

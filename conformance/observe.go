@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -105,17 +106,50 @@ func blockedHostLogged(t *testing.T, s *suite) {
 	if e == nil || e.Rule == "" {
 		t.Fatalf("the refused request to %s is not in the decision log with its rule: %+v", s.opts.Targets.UnlistedHost, e)
 	}
-	// Who asked: the client address is one of the runtime's instances of the service that made
-	// the request.
+	// Who asked: the address the request came from (the harness's throwaway instance of
+	// hooks), and the runtime names the service's instances by the addresses they have.
+	from := m.out["unlisted-proxy"].From
+	if from == "" {
+		t.Fatalf("the harness did not say where its attempts came from (Outcome.From)")
+	}
+	if e.Client != from {
+		t.Fatalf("the refused request came from %s; the decision log says %q", from, e.Client)
+	}
 	ins, err := s.observer(t).Instances(s.context(t), s.observed().ref)
 	if err != nil {
 		t.Fatalf("the environment's instances: %v", err)
 	}
-	service, instance := runtime.Who(ins, e.Client)
-	if service != "hooks" {
-		t.Fatalf("the refused request was made by service hooks; the log names client %q, which the runtime's instances say is %q (instances: %+v)", e.Client, service, ins)
+	reach, err := s.h.Addresses(s.context(t), s.observed().ref, "hooks")
+	if err != nil {
+		t.Fatalf("the addresses of hooks: %v", err)
 	}
-	t.Logf("logged: %s %s rule=%s mode=%s status=%d from %s/%s (%s)", e.Via, e.Host, e.Rule, e.Mode, e.Status, service, instance, e.Client)
+	var hooks []string
+	for _, in := range ins {
+		if in.Service == "hooks" && in.Workload == "service" {
+			for _, a := range in.Addresses {
+				service, _ := runtime.Who(ins, a)
+				if service != "hooks" || !hasHost(reach, a) {
+					t.Errorf("the runtime lists %s at %s, which the platform does not (%v)", in.Name, a, reach)
+				}
+				hooks = append(hooks, in.Name+"="+a)
+			}
+		}
+	}
+	if len(hooks) == 0 {
+		t.Fatalf("the runtime's instances name no instance of hooks: %+v", ins)
+	}
+	service, instance := "hooks (the harness's instance)", strings.Join(hooks, ",")
+	t.Logf("logged: %s %s rule=%s mode=%s status=%d from %s (%s); the runtime names hooks: %s", e.Via, e.Host, e.Rule, e.Mode, e.Status, e.Client, service, instance)
+}
+
+// hasHost says whether one of the host:port addresses has host addr.
+func hasHost(hostports []string, addr string) bool {
+	for _, hp := range hostports {
+		if h, _, err := net.SplitHostPort(hp); err == nil && h == addr {
+			return true
+		}
+	}
+	return false
 }
 
 func allowedHostLogged(t *testing.T, s *suite) {

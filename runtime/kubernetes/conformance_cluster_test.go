@@ -131,11 +131,15 @@ func (h *harness) Try(ctx context.Context, env afruntime.Ref, service string, at
 	tpl.Spec.Containers = []corev1.Container{app}
 	tpl.Spec.RestartPolicy = corev1.RestartPolicyNever
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "conformance-", Namespace: ns, Labels: tpl.Labels}, Spec: tpl.Spec}
-	log, err := h.runPod(ctx, pod)
+	log, ip, err := h.runPodFrom(ctx, pod)
 	if err != nil {
 		return nil, err
 	}
-	return parseAttempts(log, len(attempts))
+	out, err := parseAttempts(log, len(attempts))
+	for i := range out {
+		out[i].From = ip
+	}
+	return out, err
 }
 
 // TryOutside runs the attempts in a plain pod in a namespace no environment owns.
@@ -164,6 +168,12 @@ func (h *harness) TryOutside(ctx context.Context, attempts []conformance.Attempt
 // runPod creates the pod (retrying while a new namespace has no default service account
 // yet), waits for it to finish, returns its log and deletes it.
 func (h *harness) runPod(ctx context.Context, pod *corev1.Pod) (string, error) {
+	log, _, err := h.runPodFrom(ctx, pod)
+	return log, err
+}
+
+// runPodFrom is runPod that also returns the pod's address.
+func (h *harness) runPodFrom(ctx context.Context, pod *corev1.Pod) (string, string, error) {
 	pods := h.kube.CoreV1().Pods(pod.Namespace)
 	var made *corev1.Pod
 	var err error
@@ -175,25 +185,29 @@ func (h *harness) runPod(ctx context.Context, pod *corev1.Pod) (string, error) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	defer func() { _ = pods.Delete(context.Background(), made.Name, metav1.DeleteOptions{}) }()
+	ip := ""
 	for {
 		p, err := pods.Get(ctx, made.Name, metav1.GetOptions{})
 		if err != nil {
-			return "", err
+			return "", "", err
+		}
+		if p.Status.PodIP != "" {
+			ip = p.Status.PodIP
 		}
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("pod %s/%s did not finish: %s %+v", pod.Namespace, made.Name, p.Status.Phase, p.Status.InitContainerStatuses)
+			return "", "", fmt.Errorf("pod %s/%s did not finish: %s %+v", pod.Namespace, made.Name, p.Status.Phase, p.Status.InitContainerStatuses)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
 	raw, err := pods.GetLogs(made.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name}).DoRaw(ctx)
-	return string(raw), err
+	return string(raw), ip, err
 }
 
 var (
