@@ -182,3 +182,49 @@ func TestStreakCountsInStartOrder(t *testing.T) {
 		t.Errorf("the escape of round 2 is not reported: %+v", res.Escaped)
 	}
 }
+
+// TestRoundsBeginApartWhenTheSidecarIsLate: rounds that waited for the sidecar together (a
+// dial to a Service with no endpoint yet hangs until the sidecar is ready) still try the
+// routes at their own moments, Interval apart, once it answers.
+func TestRoundsBeginApartWhenTheSidecarIsLate(t *testing.T) {
+	up := time.Now().Add(400 * time.Millisecond)
+	var starts sync.Map
+	interval := 100 * time.Millisecond
+	cfg := Config{
+		Targets:  []Target{{Route: RouteTCP, Addr: "192.0.2.1:443"}},
+		Sidecar:  "sidecar.test:3128",
+		Rounds:   3,
+		Timeout:  time.Second,
+		Interval: interval,
+		Deadline: 20 * time.Second,
+	}
+	cfg.sidecarCheck = func(ctx context.Context) error {
+		select {
+		case <-time.After(time.Until(up)):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	cfg.attempt = scripted(func(int) (time.Duration, bool) { return 500 * time.Millisecond, false }, &starts)
+	res := Check(context.Background(), cfg)
+	if res.Verdict != Contained {
+		t.Fatalf("verdict %s (%s)", res.Verdict, res.Reason)
+	}
+	var times []time.Time
+	for n := 1; ; n++ {
+		v, ok := starts.Load(n)
+		if !ok {
+			break
+		}
+		times = append(times, v.(time.Time))
+	}
+	if len(times) != 3 {
+		t.Fatalf("%d rounds tried the routes, want 3", len(times))
+	}
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < interval*9/10 {
+			t.Errorf("round %d tried the routes %s after round %d: want at least %s apart", i+1, gap.Round(time.Millisecond), i, interval)
+		}
+	}
+}

@@ -63,8 +63,10 @@ type Config struct {
 	Deadline time.Duration
 	// Out receives one line per route per round (nil: none).
 	Out io.Writer
-	// attempt replaces the real try of a route in this package's tests.
-	attempt func(ctx context.Context, t Target, timeout time.Duration, round int) Attempt
+	// attempt and sidecarCheck replace the real try of a route and of the sidecar in this
+	// package's tests.
+	attempt      func(ctx context.Context, t Target, timeout time.Duration, round int) Attempt
+	sidecarCheck func(ctx context.Context) error
 }
 
 // Verdicts.
@@ -173,6 +175,10 @@ func Check(ctx context.Context, cfg Config) Result {
 	res := Result{Verdict: CannotAnswer}
 	escaped := map[string]Attempt{}
 	results := make(chan roundResult)
+	// begun carries the moment a round's attempts began (its sidecar check done): the next
+	// round waits Interval from then, so every round tries the routes at its own moment even
+	// when rounds had to wait for the sidecar together.
+	begun := make(chan time.Time)
 	var (
 		started, next = 0, 1 // rounds started; the next one to count, in start order
 		running       = 0
@@ -181,6 +187,7 @@ func Check(ctx context.Context, cfg Config) Result {
 		last          []Attempt
 		lastReason    = ""
 		lastStart     time.Time
+		beginning     = false // a round started and has not begun its attempts
 	)
 	// reach is how many rounds could still complete the streak: the streak counted so far and
 	// every round after it that is under way or done and all denied; one done and not all
@@ -234,14 +241,14 @@ func Check(ctx context.Context, cfg Config) Result {
 		}
 		// Start a round when it is due and could matter.
 		var due <-chan time.Time
-		if ctx.Err() == nil && reach() < cfg.Rounds {
+		if ctx.Err() == nil && !beginning && reach() < cfg.Rounds {
 			if wait := time.Until(lastStart.Add(cfg.Interval)); started > 0 && wait > 0 {
 				due = time.After(wait)
 			} else {
 				started++
 				running++
-				lastStart = time.Now()
-				go func(n int) { results <- runRound(ctx, cfg, n) }(started)
+				beginning = true
+				go func(n int) { results <- runRound(ctx, cfg, n, begun) }(started)
 				continue
 			}
 		}
@@ -251,6 +258,8 @@ func Check(ctx context.Context, cfg Config) Result {
 		}
 		select {
 		case <-due:
+		case at := <-begun:
+			beginning, lastStart = false, at
 		case <-done: // the rounds under way end at the deadline and are discarded
 		case r := <-results:
 			running--
@@ -286,8 +295,12 @@ func Check(ctx context.Context, cfg Config) Result {
 		}
 	}
 	cancel()
-	for ; running > 0; running-- {
-		<-results // the rounds cut short by the verdict: never counted
+	for running > 0 { // the rounds cut short by the verdict: never counted
+		select {
+		case <-results:
+			running--
+		case <-begun:
+		}
 	}
 	for _, a := range escaped {
 		res.Escaped = append(res.Escaped, a)
@@ -372,9 +385,11 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // runRound checks the sidecar, tries every route once, concurrently, and checks the sidecar
 // again.
-func runRound(ctx context.Context, cfg Config, round int) roundResult {
+func runRound(ctx context.Context, cfg Config, round int, begun chan<- time.Time) roundResult {
 	r := roundResult{n: round}
-	if r.before = sidecarUp(ctx, cfg); r.before != nil {
+	r.before = sidecarUp(ctx, cfg)
+	begun <- time.Now()
+	if r.before != nil {
 		return r
 	}
 	r.attempts = tryAll(ctx, cfg, round)
@@ -492,6 +507,9 @@ func tryHTTP(ctx context.Context, addr string) error {
 }
 
 func sidecarUp(ctx context.Context, cfg Config) error {
+	if cfg.sidecarCheck != nil {
+		return cfg.sidecarCheck(ctx)
+	}
 	if cfg.Sidecar == "" {
 		return fmt.Errorf("no sidecar address configured")
 	}

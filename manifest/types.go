@@ -49,6 +49,8 @@ type Service struct {
 	Schedule   string            `json:"schedule,omitempty" doc:"Cron services only, and required for them: five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly."`
 	Env        map[string]string `json:"env,omitempty" doc:"Environment variables, name to value. Values are strings: quote numbers and booleans. The proxy variables are set by af and cannot be set here."`
 	DependsOn  []string          `json:"depends_on,omitempty" doc:"Services that must be ready before this one starts."`
+	// MigrateAfter is read by the runtime's start order (deps) and by validation.
+	MigrateAfter []string `json:"migrate_after,omitempty" doc:"Services that must be ready before this service's migration runs. Requires migrate. Without it the migration runs as soon as the probe has passed, beside the services this one depends on: it needs only the database."`
 }
 
 // Build says how to build a service's image.

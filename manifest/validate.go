@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -239,6 +240,26 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 		}
 		seen[d] = true
 	}
+	if len(s.MigrateAfter) > 0 && s.Migrate.IsZero() {
+		v.invalid(p+".migrate_after", "names what the migration waits for, but the service has no migrate")
+	}
+	seen = map[string]bool{}
+	for i, d := range s.MigrateAfter {
+		dp := fmt.Sprintf("%s.migrate_after[%d]", p, i)
+		switch {
+		case seen[d]:
+			v.invalid(dp, "%q is listed twice", d)
+		case d == n:
+			v.fail(dp, failure.DependencyCycle, "the migration of %q cannot wait for %q itself: the service starts after its migration", n, n)
+		case m.Services[d] == nil:
+			msg := fmt.Sprintf("%q is not a service of this manifest", d)
+			if sg := suggest(d, sortedServiceNames(m.Services)); sg != "" {
+				msg += fmt.Sprintf("; did you mean %q?", sg)
+			}
+			v.fail(dp, failure.DependencyMissing, "%s", msg)
+		}
+		seen[d] = true
+	}
 }
 
 func databaseEnvName(d *Database) string {
@@ -348,14 +369,21 @@ func (v *validator) quantity(p string, q Quantity, lo, hi resource.Quantity, rng
 func (v *validator) dependencies(services map[string]*Service) {
 	for _, cycle := range Cycles(services) {
 		first := cycle[0]
-		idx := 0
+		field, idx := "depends_on", 0
 		for i, d := range services[first].DependsOn {
 			if d == cycle[1] {
 				idx = i
 			}
 		}
-		v.fail(fmt.Sprintf("%s.depends_on[%d]", joinKey("services", first), idx), failure.DependencyCycle,
-			"services depend on each other in a cycle: %s", strings.Join(cycle, " -> "))
+		if !slices.Contains(services[first].DependsOn, cycle[1]) {
+			for i, d := range services[first].MigrateAfter {
+				if d == cycle[1] {
+					field, idx = "migrate_after", i
+				}
+			}
+		}
+		v.fail(fmt.Sprintf("%s.%s[%d]", joinKey("services", first), field, idx), failure.DependencyCycle,
+			"services depend on each other in a cycle (depends_on and migrate_after): %s", strings.Join(cycle, " -> "))
 	}
 }
 
@@ -418,15 +446,16 @@ func Cycles(services map[string]*Service) [][]string {
 	return cycles
 }
 
-// deps returns n's known dependencies other than itself, sorted.
+// deps returns n's known dependencies other than itself, sorted: the services it waits for,
+// itself (depends_on) or through its migration (migrate_after).
 func deps(services map[string]*Service, n string) []string {
 	s := services[n]
 	if s == nil {
 		return nil
 	}
 	var out []string
-	for _, d := range s.DependsOn {
-		if d != n && services[d] != nil {
+	for _, d := range append(append([]string(nil), s.DependsOn...), s.MigrateAfter...) {
+		if d != n && services[d] != nil && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}

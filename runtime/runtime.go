@@ -118,7 +118,10 @@ type Result struct {
 
 // Phase is one timed step of Up.
 type Phase struct {
-	Name    string        `json:"name"`
+	Name string `json:"name"`
+	// Start is when the phase began, from the start of af up: phases that overlap (the
+	// sidecar and the probe, services with no order between them) show it.
+	Start   time.Duration `json:"start_ns"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 

@@ -125,6 +125,8 @@ type env struct {
 	Cluster []netip.Prefix
 	// PullSecret names the image pull secret every pod gets, when the registry needs one.
 	PullSecret string
+	// timeline records af up's phases (nil outside af up).
+	timeline *timeline
 }
 
 // pullSecrets is the pods' image pull secret list.

@@ -3,12 +3,15 @@ package kubernetes
 // The probe: one pod under exactly a service's rules, before any service image runs.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/antifailure/af/failure"
@@ -26,19 +29,32 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 		return nil, apiError(t.c, "creating the probe pod", err)
 	}
 	defer func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		// Deleted, not waited for: nothing depends on its being gone (the next af up waits
+		// for it before making a new one).
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := r.deletePod(c, t, ProbeName); err != nil {
-			r.progress(ctx).Printf("could not delete the probe pod: %v", err)
+		zero := int64(0)
+		if err := pods.Delete(c, ProbeName, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			r.progress(ctx).Printf("could not delete the probe pod: %v", apiError(t.c, "deleting the probe pod", err))
 		}
 	}()
 	r.progress(ctx).Printf("probe: trying every route out under the services' rules (public TCP, public DNS over UDP, metadata, API server, the IPv6 segment, the node)")
-	pod, err := r.waitPodDone(ctx, t, ProbeName, r.opts.ProbeTimeout)
+	deadline := time.Now().Add(r.opts.ProbeTimeout)
+	pod, err := r.waitPodStarted(ctx, t, ProbeName, r.opts.ProbeTimeout)
 	if err != nil {
 		return nil, err
 	}
-	logs, _ := r.podLog(ctx, t, ProbeName, "probe", false, 200)
-	res, found := gate.ParseVerdict(logs)
+	// The verdict is read as the probe writes it: the kubelet reports the container's end a
+	// second or more later, and that adds nothing. Only without a verdict line is the end
+	// waited for (its exit code says why).
+	res, logs, found := r.followVerdict(ctx, t, time.Until(deadline))
+	if !found {
+		if pod, err = r.waitPodDone(ctx, t, ProbeName, max(time.Until(deadline), time.Second)); err != nil {
+			return nil, err
+		}
+		logs, _ = r.podLog(ctx, t, ProbeName, "probe", false, 200)
+		res, found = gate.ParseVerdict(logs)
+	}
 	if !found {
 		reason := "the probe printed no verdict"
 		if cs := terminated(pod, "probe"); cs != nil {
@@ -66,6 +82,33 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 		return &res, failure.Newf(failure.NotContained, "the probe could not observe containment in namespace %s: %s; no service image was run", t.ns, res.Reason).
 			WithHint("The namespace and its policies remain: `af down` removes them.")
 	}
+}
+
+// followVerdict follows the probe container's log until its verdict line (found), the log's
+// end or the timeout, and returns the verdict with the last lines read.
+func (r *Runtime) followVerdict(ctx context.Context, t *target, timeout time.Duration) (gate.Result, string, bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rc, err := t.c.cs.CoreV1().Pods(t.ns).GetLogs(ProbeName, &corev1.PodLogOptions{Container: "probe", Follow: true}).Stream(ctx)
+	if err != nil {
+		return gate.Result{}, "", false
+	}
+	defer rc.Close()
+	var lines []string
+	sc := bufio.NewScanner(rc)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if lines = append(lines, line); len(lines) > 200 {
+			lines = lines[1:]
+		}
+		if strings.Contains(line, gate.VerdictMarker) {
+			if res, ok := gate.ParseVerdict(line); ok {
+				return res, strings.Join(lines, "\n"), true
+			}
+		}
+	}
+	return gate.Result{}, strings.Join(lines, "\n"), false
 }
 
 func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) {

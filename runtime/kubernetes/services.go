@@ -5,6 +5,7 @@ package kubernetes
 import (
 	"context"
 	"strings"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,33 +40,48 @@ func (r *Runtime) migrate(ctx context.Context, t *target, e *env, name string, s
 	return r.waitJob(ctx, t, name, job.Name, r.opts.MigrationTimeout)
 }
 
-// startServices starts every service once the services it depends on are ready: its
-// migration first, then its instances. Services with no order between them start together;
-// the first failure stops the others from starting.
+// startServices starts every service once the services it depends on are ready and its
+// migration has succeeded. A migration waits only for the services its migrate_after names
+// (default none: it needs the database, which is there before anything runs), so it runs
+// beside the services its own service depends on. Services with no order between them start
+// together; the first failure stops the others from starting.
 func (r *Runtime) startServices(ctx context.Context, t *target, e *env) error {
 	ready := map[string]chan struct{}{}
 	for name := range t.m.Services {
 		ready[name] = make(chan struct{})
 	}
+	waitFor := func(ctx context.Context, names []string) bool {
+		for _, d := range names {
+			select {
+			case <-ready[d]:
+			case <-ctx.Done():
+				return false // another service failed; its error is the one reported
+			}
+		}
+		return true
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, name := range manifest.StartOrder(t.m.Services) {
 		s := t.m.Services[name]
 		g.Go(func() error {
-			for _, d := range s.DependsOn {
-				select {
-				case <-ready[d]:
-				case <-gctx.Done():
-					return nil // another service failed; its error is the one reported
-				}
-			}
 			if !s.Migrate.IsZero() {
+				if !waitFor(gctx, s.MigrateAfter) {
+					return nil
+				}
+				start := time.Now()
 				if err := r.migrate(gctx, t, e, name, s); err != nil {
 					return err
 				}
+				e.timeline.done("migration "+name, start)
 			}
+			if !waitFor(gctx, s.DependsOn) {
+				return nil
+			}
+			start := time.Now()
 			if err := r.startService(gctx, t, e, name, s); err != nil {
 				return err
 			}
+			e.timeline.done("service "+name, start)
 			close(ready[name])
 			return nil
 		})

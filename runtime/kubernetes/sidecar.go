@@ -4,17 +4,54 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
 	sidecarconfig "github.com/antifailure/af/sidecar/config"
 )
 
-// startSidecar writes the sidecar's Service, configuration and Deployment and waits for it.
-func (r *Runtime) startSidecar(ctx context.Context, t *target, e *env, dbURL string) error {
+// sidecarAndProbe writes the sidecar, starts the probe beside it and waits for both: the
+// sidecar ready, the probe's verdict. The sidecar's failure is the one reported when both fail
+// (the probe cannot answer without it).
+func (r *Runtime) sidecarAndProbe(ctx context.Context, t *target, e *env, dbURL string) (*gate.Result, error) {
+	start := time.Now()
+	if err := r.applySidecar(ctx, t, e, dbURL); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sidecarErr := make(chan error, 1)
+	go func() {
+		err := r.waitDeployment(ctx, t, SidecarName, 1, r.opts.SidecarTimeout)
+		if err == nil {
+			e.timeline.done("sidecar", start)
+		} else if ctx.Err() == nil {
+			cancel() // the probe cannot answer without it
+		}
+		sidecarErr <- err
+	}()
+	probeStart := time.Now()
+	verdict, err := r.probe(ctx, t, e)
+	if err != nil {
+		cancel() // no verdict: the sidecar's readiness no longer matters
+	}
+	if serr := <-sidecarErr; serr != nil && (err == nil || !errors.Is(serr, context.Canceled)) {
+		return verdict, serr
+	}
+	if err == nil {
+		e.timeline.done("probe", probeStart)
+	}
+	return verdict, err
+}
+
+// applySidecar writes the sidecar's Service, configuration and Deployment.
+func (r *Runtime) applySidecar(ctx context.Context, t *target, e *env, dbURL string) error {
 	svc, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", SidecarName, e.sidecarService())
 	if err != nil {
 		return err
@@ -59,6 +96,6 @@ func (r *Runtime) startSidecar(ctx context.Context, t *target, e *env, dbURL str
 	if _, err := apply(ctx, t.c, t.c.cs.AppsV1().Deployments(t.ns), "apps/v1", "Deployment", d.Name, d); err != nil {
 		return err
 	}
-	r.progress(ctx).Printf("sidecar %s at %s (image %s): waiting until it is ready", SidecarName, e.SidecarIP, e.EngineImage)
-	return r.waitDeployment(ctx, t, SidecarName, 1, r.opts.SidecarTimeout)
+	r.progress(ctx).Printf("sidecar %s at %s (image %s): waiting until it is ready; the probe starts beside it", SidecarName, e.SidecarIP, e.EngineImage)
+	return nil
 }

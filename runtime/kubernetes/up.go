@@ -47,6 +47,12 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		return nil, err
 	}
 	res = &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
+	tl := newTimeline()
+	defer func() {
+		if res != nil {
+			res.Phases = tl.list()
+		}
+	}()
 	p := r.progress(ctx)
 	var (
 		proxyImage string
@@ -94,7 +100,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			e = &env{
 				ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, EngineImage: proxyImage,
 				GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
-				HasDatabase: dbURL != "", Cluster: ranges.Prefixes,
+				HasDatabase: dbURL != "", Cluster: ranges.Prefixes, timeline: tl,
 			}
 			if t.m.Runtime.Domain != "" && r.opts.IngressController != nil {
 				e.IngressFrom = r.opts.IngressController
@@ -107,11 +113,13 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			p.Printf("namespace %s: %d NetworkPolicies (deny all; services to the sidecar and each other only)", t.ns, len(e.policies()))
 			return true, r.pullSecret(ctx, t, e)
 		}},
-		{"sidecar", false, func() (bool, error) { return true, r.startSidecar(ctx, t, e, dbURL) }},
-		{"probe", true, func() (bool, error) {
-			verdict, err := r.probe(ctx, t, e)
+		// The sidecar and the probe together: the probe's rounds wait until the sidecar
+		// answers (a round without it proves nothing), so the probe pod is scheduled and started
+		// while the sidecar becomes ready. Nothing of the services' is made before both are done.
+		{"sidecar and probe", true, func() (bool, error) {
+			verdict, err := r.sidecarAndProbe(ctx, t, e, dbURL)
 			res.Probe = verdict
-			return true, err
+			return false, err
 		}},
 		{"services", true, func() (bool, error) { return true, r.startServices(ctx, t, e) }},
 		{"preview URLs", true, func() (bool, error) {
@@ -124,7 +132,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		start := time.Now()
 		recorded, err := s.run()
 		if recorded {
-			res.Phases = append(res.Phases, afruntime.Phase{Name: s.name, Elapsed: time.Since(start)})
+			tl.done(s.name, start)
 		}
 		if err != nil {
 			if !s.keepResult {

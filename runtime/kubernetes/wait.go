@@ -18,7 +18,7 @@ import (
 	"github.com/antifailure/af/gate"
 )
 
-const pollEvery = 500 * time.Millisecond
+const pollEvery = 250 * time.Millisecond
 
 // heartbeat is how often a wait says it is still waiting.
 const heartbeat = 5 * time.Second
@@ -63,7 +63,12 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 	var ready int
 	var fail error
 	var sel map[string]string
+	var why string // what the pods say now, shown with each heartbeat
 	err := poll(ctx, timeout, func(el time.Duration) {
+		if why != "" {
+			r.progress(ctx).Printf("  %s: %d/%d ready (%s): %s", name, ready, want, el, why)
+			return
+		}
 		r.progress(ctx).Printf("  %s: %d/%d ready (%s)", name, ready, want, el)
 	}, func() (bool, error) {
 		d, err := deps.Get(ctx, name, metav1.GetOptions{})
@@ -84,6 +89,7 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 			fail = diag.fatal
 			return true, nil
 		}
+		why = diag.why
 		return false, nil
 	})
 	if fail != nil {
@@ -192,6 +198,18 @@ func isPullFailure(reason string) bool {
 
 // waitPodDone waits until the pod has finished (Succeeded or Failed).
 func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeout time.Duration) (*corev1.Pod, error) {
+	return r.waitPod(ctx, t, name, timeout, func(p *corev1.Pod) bool {
+		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	})
+}
+
+// waitPodStarted waits until the pod's containers have started (or it has finished).
+func (r *Runtime) waitPodStarted(ctx context.Context, t *target, name string, timeout time.Duration) (*corev1.Pod, error) {
+	return r.waitPod(ctx, t, name, timeout, func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending && p.Status.Phase != "" })
+}
+
+// waitPod waits until done says the probe pod is where it should be.
+func (r *Runtime) waitPod(ctx context.Context, t *target, name string, timeout time.Duration, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
 	var pod *corev1.Pod
 	err := poll(ctx, timeout, func(el time.Duration) {
 		phase := corev1.PodPhase("unknown")
@@ -205,7 +223,7 @@ func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeo
 			return false, apiError(t.c, "reading pod "+name, err)
 		}
 		pod = p
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed, nil
+		return done(p), nil
 	})
 	if errors.Is(err, errTimeout) {
 		why := ""
@@ -227,6 +245,10 @@ func (r *Runtime) waitPodDone(ctx context.Context, t *target, name string, timeo
 func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, timeout time.Duration) error {
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
 	var job *batchv1.Job
+	// The Job's one pod says it is done before the job controller does (it batches pod updates
+	// for a second or more): with backoffLimit 0 and one completion, that pod's end is the
+	// Job's.
+	podSucceeded := false
 	err := poll(ctx, timeout, func(el time.Duration) {
 		r.progress(ctx).Printf("  migration of %s: running (%s)", service, el)
 	}, func() (bool, error) {
@@ -235,7 +257,23 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 			return false, apiError(t.c, "reading job "+name, err)
 		}
 		job = j
-		return jobDone(j, "Complete") || jobDone(j, "Failed"), nil
+		if jobDone(j, "Complete") || jobDone(j, "Failed") {
+			return true, nil
+		}
+		pods, err := t.c.cs.CoreV1().Pods(t.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+		if err != nil {
+			return false, apiError(t.c, "listing the migration's pods", err)
+		}
+		for _, p := range pods.Items {
+			switch p.Status.Phase {
+			case corev1.PodSucceeded:
+				podSucceeded = true
+				return true, nil
+			case corev1.PodFailed:
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if errors.Is(err, errTimeout) {
 		d, _ := r.diagnose(ctx, t, map[string]string{"job-name": name})
@@ -244,7 +282,7 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	if err != nil {
 		return err
 	}
-	if jobDone(job, "Complete") {
+	if jobDone(job, "Complete") || podSucceeded {
 		r.progress(ctx).Printf("  migration of %s: succeeded", service)
 		return nil
 	}
