@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,11 +54,14 @@ func TestUpTheExample(t *testing.T) {
 	}
 	t.Logf("af up of the example: %s; phases %v", upTime.Round(time.Millisecond), res.Phases)
 
-	// Order: the sidecar was ready before the probe pod existed; the probe was created before
-	// any service or migration pod, and deleted before the first of them.
-	var sidecarReady, probeAdded, probeDeleted, firstService time.Time
+	// Order: the sidecar's pod existed before the probe pod (the probe starts beside it, and
+	// its rounds wait until it answers); the probe was created before any service or migration
+	// pod, and deleted (its verdict read) before the first of them.
+	var sidecarAdded, sidecarReady, probeAdded, probeDeleted, firstService time.Time
 	for _, e := range seen {
 		switch {
+		case e.role == RoleSidecar && e.kind == watch.Added && sidecarAdded.IsZero():
+			sidecarAdded = e.at
 		case e.role == RoleSidecar && e.ready && sidecarReady.IsZero():
 			sidecarReady = e.at
 		case e.workload == WorkloadProbe && e.kind == watch.Added:
@@ -68,12 +72,12 @@ func TestUpTheExample(t *testing.T) {
 			firstService = e.at
 		}
 	}
-	if sidecarReady.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstService.IsZero() {
-		t.Fatalf("missing events: sidecar ready %v, probe added %v, probe deleted %v, first service pod %v", sidecarReady, probeAdded, probeDeleted, firstService)
+	if sidecarAdded.IsZero() || sidecarReady.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstService.IsZero() {
+		t.Fatalf("missing events: sidecar added %v, ready %v, probe added %v, probe deleted %v, first service pod %v", sidecarAdded, sidecarReady, probeAdded, probeDeleted, firstService)
 	}
 	// (Seen by listing every 100 ms: two events in one listing share a time.)
-	if probeAdded.Before(sidecarReady) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) {
-		t.Errorf("order: sidecar ready %s, probe added %s, probe deleted %s, first service pod %s",
+	if probeAdded.Before(sidecarAdded) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) || sidecarReady.After(firstService) {
+		t.Errorf("order: sidecar added %s, ready %s, probe added %s, probe deleted %s, first service pod %s", sidecarAdded.Format(time.StampMilli),
 			sidecarReady.Format(time.StampMilli), probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstService.Format(time.StampMilli))
 	}
 	// Six routes: the four of IPv4, the IPv6 segment, and the node on the kubelet and the
@@ -507,11 +511,17 @@ func TestFailingMigration(t *testing.T) {
 	if _, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the service's Deployment exists after a failed migration: %v", err)
 	}
-	jobs, err := f.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(jobs.Items) != 1 {
-		t.Fatalf("jobs: %v %d", err, len(jobs.Items))
+	// af reads the end off the migration's pod; the job controller records it a moment later.
+	var j batchv1.Job
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		jobs, err := f.kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(jobs.Items) != 1 {
+			t.Fatalf("jobs: %v %d", err, len(jobs.Items))
+		}
+		if j = jobs.Items[0]; j.Status.Failed > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
-	j := jobs.Items[0]
 	pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + j.Name})
 	if err != nil {
 		t.Fatal(err)

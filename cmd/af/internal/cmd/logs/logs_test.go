@@ -28,6 +28,10 @@ func (l *logged) Service(context.Context, afruntime.Ref, string, int) (*afruntim
 	return nil, fmt.Errorf("not asked of af logs")
 }
 
+func (l *logged) Instances(context.Context, afruntime.Ref) ([]afruntime.Instance, error) {
+	return nil, fmt.Errorf("not asked of af logs")
+}
+
 func (l *logged) Logs(_ context.Context, _ afruntime.Ref, o afruntime.LogOptions, w io.Writer) error {
 	l.got = o
 	fmt.Fprintf(w, "web-1 | hello from %s\n", o.Service)
