@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "b06f774d14e2bfb1"
+const EngineDigest = "7414193e5e25a8ad"

@@ -20,7 +20,8 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 	out := make([]byte, 0, 512)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	rl, err := newRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout)
+	cache := newAnswerCache(4096)
+	rl, err := newRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout, cache)
 	if err != nil {
 		rl = nil // forwarding takes the full path
 	} else {
@@ -37,8 +38,15 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 			_, _ = pc.WriteToUDPAddrPort(resp, from)
 			continue
 		}
-		if verdict == fastForward && rl != nil && rl.forward(pkt, qEnd, from) {
-			continue
+		if verdict == fastForward && rl != nil {
+			if resp := cache.answer(pkt, qEnd, out[:0]); resp != nil {
+				_, _ = pc.WriteToUDPAddrPort(resp, from)
+				out = resp[:0] // keep what it grew to
+				continue
+			}
+			if rl.forward(pkt, qEnd, from) {
+				continue
+			}
 		}
 		q := append([]byte(nil), pkt...)
 		wg.Add(1)

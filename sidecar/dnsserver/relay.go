@@ -21,6 +21,7 @@ type relay struct {
 	up      *net.UDPConn
 	reply   *net.UDPConn // the socket clients wrote to
 	timeout time.Duration
+	cache   *answerCache // keeps what may be kept of the answers (nil: nothing)
 
 	mu      sync.Mutex
 	pending map[uint16]pendingQuery
@@ -36,7 +37,7 @@ type pendingQuery struct {
 	header   [12]byte
 }
 
-func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration) (*relay, error) {
+func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration, cache *answerCache) (*relay, error) {
 	ra, err := net.ResolveUDPAddr("udp", resolver)
 	if err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration) (*rela
 		up.Close()
 		return nil, err
 	}
-	r := &relay{up: up, reply: reply, timeout: timeout, pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
+	r := &relay{up: up, reply: reply, timeout: timeout, cache: cache, pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
 	go r.readAnswers()
 	go r.expire()
 	return r, nil
@@ -123,6 +124,7 @@ func (r *relay) readAnswers() {
 		if !ok {
 			continue // late, forged or not ours
 		}
+		r.cache.store(p.question, resp)
 		binary.BigEndian.PutUint16(resp[0:2], p.clientID)
 		_, _ = r.reply.WriteToUDPAddrPort(resp, p.from)
 	}
