@@ -223,34 +223,24 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 			v.invalid(ep, "is %d bytes; at most %d", len(s.Env[k]), MaxEnvValueLength)
 		}
 	}
-	seen := map[string]bool{}
-	for i, d := range s.DependsOn {
-		dp := fmt.Sprintf("%s.depends_on[%d]", p, i)
-		switch {
-		case seen[d]:
-			v.invalid(dp, "%q is listed twice", d)
-		case d == n:
-			v.fail(dp, failure.DependencyCycle, "service %q depends on itself", n)
-		case m.Services[d] == nil:
-			msg := fmt.Sprintf("%q is not a service of this manifest", d)
-			if sg := suggest(d, sortedServiceNames(m.Services)); sg != "" {
-				msg += fmt.Sprintf("; did you mean %q?", sg)
-			}
-			v.fail(dp, failure.DependencyMissing, "%s", msg)
-		}
-		seen[d] = true
-	}
+	v.serviceList(m, p+".depends_on", s.DependsOn, n, fmt.Sprintf("service %q depends on itself", n))
 	if len(s.MigrateAfter) > 0 && s.Migrate.IsZero() {
 		v.invalid(p+".migrate_after", "names what the migration waits for, but the service has no migrate")
 	}
-	seen = map[string]bool{}
-	for i, d := range s.MigrateAfter {
-		dp := fmt.Sprintf("%s.migrate_after[%d]", p, i)
+	v.serviceList(m, p+".migrate_after", s.MigrateAfter, n, fmt.Sprintf("the migration of %q cannot wait for %q itself: the service starts after its migration", n, n))
+}
+
+// serviceList checks a list of the manifest's services at p (depends_on, migrate_after) of
+// service n: no name twice, not n itself (self says why), every name a service.
+func (v *validator) serviceList(m *Manifest, p string, names []string, n, self string) {
+	seen := map[string]bool{}
+	for i, d := range names {
+		dp := fmt.Sprintf("%s[%d]", p, i)
 		switch {
 		case seen[d]:
 			v.invalid(dp, "%q is listed twice", d)
 		case d == n:
-			v.fail(dp, failure.DependencyCycle, "the migration of %q cannot wait for %q itself: the service starts after its migration", n, n)
+			v.fail(dp, failure.DependencyCycle, "%s", self)
 		case m.Services[d] == nil:
 			msg := fmt.Sprintf("%q is not a service of this manifest", d)
 			if sg := suggest(d, sortedServiceNames(m.Services)); sg != "" {

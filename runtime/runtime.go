@@ -225,6 +225,15 @@ type Instance struct {
 	Addresses []string `json:"addresses"`
 }
 
+// Named is who a service and instance (as Who returns them) or, when no instance has it, an
+// address is: "web/shop-web-5c9d-x2", "10.244.0.9", or "" when nothing is known.
+func Named(service, instance, addr string) string {
+	if instance != "" {
+		return service + "/" + instance
+	}
+	return addr
+}
+
 // Who names the instance an address belongs to ("" when none does): "web/shop-web-7d9c-x2",
 // "web (migration)/…", or "probe/…" for the runtime's own.
 func Who(instances []Instance, addr string) (service, name string) {

@@ -19,7 +19,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -205,15 +204,7 @@ func (r *Runtime) linkTarget(ctx context.Context, ref afruntime.Ref) (*target, e
 	if err := r.mayForward(ctx, t); err != nil {
 		return nil, err
 	}
-	ns, err := t.c.cs.CoreV1().Namespaces().Get(ctx, t.ns, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, failure.Newf(failure.NotPlaced, "environment %s is not up: namespace %s does not exist", ref.ID, t.ns).
-			WithHint("Bring it up with `af up` first.")
-	}
-	if err != nil {
-		return nil, apiError(t.c, "reading namespace "+t.ns, err)
-	}
-	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
+	if err := ownNamespace(ctx, t, ref); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -7,10 +7,8 @@ import (
 	"context"
 	"sort"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/antifailure/af/failure"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -21,14 +19,7 @@ func (r *Runtime) Instances(ctx context.Context, ref afruntime.Ref) ([]afruntime
 	if err != nil {
 		return nil, err
 	}
-	ns, err := t.c.cs.CoreV1().Namespaces().Get(ctx, t.ns, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, failure.Newf(failure.NotPlaced, "environment %s is not up: namespace %s does not exist", ref.ID, t.ns)
-	}
-	if err != nil {
-		return nil, apiError(t.c, "reading namespace "+t.ns, err)
-	}
-	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
+	if err := ownNamespace(ctx, t, ref); err != nil {
 		return nil, err
 	}
 	pods, err := t.c.cs.CoreV1().Pods(t.ns).List(ctx, metav1.ListOptions{})

@@ -302,6 +302,20 @@ func (r *Runtime) resolve(ctx context.Context, ref afruntime.Ref) (*target, erro
 }
 
 // owned reports whether the namespace is af's and this repository's, as an error when not.
+// ownNamespace fails unless t's namespace exists and is the environment's own: made by af
+// (the managed label) for ref's repository.
+func ownNamespace(ctx context.Context, t *target, ref afruntime.Ref) error {
+	ns, err := t.c.cs.CoreV1().Namespaces().Get(ctx, t.ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return failure.Newf(failure.NotPlaced, "environment %s is not up: namespace %s does not exist", ref.ID, t.ns).
+			WithHint("Bring it up with `af up` first.")
+	}
+	if err != nil {
+		return apiError(t.c, "reading namespace "+t.ns, err)
+	}
+	return owned(&ns.ObjectMeta, ref.Repository)
+}
+
 func owned(ns *metav1.ObjectMeta, repository string) error {
 	if ns.Labels[LabelManaged] != "true" {
 		return failure.Newf(failure.NamespaceNotOurs, "namespace %q exists without the label %s=true; af did not create it and left it untouched", ns.Name, LabelManaged)

@@ -31,14 +31,7 @@ func (r *Runtime) Logs(ctx context.Context, ref afruntime.Ref, o afruntime.LogOp
 	if _, ok := t.m.Services[o.Service]; !ok && len(t.m.Services) > 0 {
 		return failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", o.Service, joinSorted(sortedKeys(t.m.Services)))
 	}
-	ns, err := t.c.cs.CoreV1().Namespaces().Get(ctx, t.ns, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return failure.Newf(failure.NotPlaced, "environment %s is not up: namespace %s does not exist", ref.ID, t.ns)
-	}
-	if err != nil {
-		return apiError(t.c, "reading namespace "+t.ns, err)
-	}
-	if err := owned(&ns.ObjectMeta, ref.Repository); err != nil {
+	if err := ownNamespace(ctx, t, ref); err != nil {
 		return err
 	}
 	workload := WorkloadService

@@ -112,11 +112,8 @@ func addQuery(cmd *cobra.Command, q *control.InboxQuery) {
 func line(m sidecarinbox.Message) string {
 	when := m.Time.Local().Format("15:04:05")
 	sender := ""
-	switch {
-	case m.Instance != "":
-		sender = "  sent by " + m.Service + "/" + m.Instance
-	case m.Client != "":
-		sender = "  sent by " + m.Client
+	if who := afruntime.Named(m.Service, m.Instance, m.Client); who != "" {
+		sender = "  sent by " + who
 	}
 	if m.Kind == "smtp" {
 		return fmt.Sprintf("%s  %s  mail  from %s to %s: %s%s", m.ID, when, m.From, strings.Join(m.To, ", "), m.Subject, sender)

@@ -178,11 +178,8 @@ func (p *printer) print(e decisionlog.Entry) {
 		status = fmt.Sprintf(" %d", e.Status)
 	}
 	from := ""
-	switch {
-	case e.Instance != "":
-		from = " from=" + e.Service + "/" + e.Instance
-	case e.Client != "":
-		from = " from=" + e.Client
+	if who := afruntime.Named(e.Service, e.Instance, e.Client); who != "" {
+		from = " from=" + who
 	}
 	fmt.Fprintf(out, "%s %s %-7s %s  rule=%s via=%s%s%s %.1fms in=%dB out=%dB\n", e.Time.Local().Format("15:04:05.000"), verdict, method, target, orDash(e.Rule), e.Via, from, status, e.DurationMS, e.BytesIn, e.BytesOut)
 }
