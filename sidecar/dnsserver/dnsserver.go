@@ -45,6 +45,9 @@ type Server struct {
 	cfg      Config
 	zone     string // <ns>.svc.<domain>.
 	domain   string // <domain>.
+	// The same with a leading dot, and the namespace's own short forms: what classify compares
+	// with, made once rather than for every query.
+	dotZone, dotDomain, ns, nsSvc string
 	services map[string]bool
 	udp      *udpPool
 	tcp      *dns.Client
@@ -63,6 +66,8 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		domain:   domain,
 		zone:     strings.ToLower(cfg.Namespace) + ".svc." + domain,
+		ns:       strings.ToLower(cfg.Namespace),
+		nsSvc:    strings.ToLower(cfg.Namespace) + ".svc",
 		services: map[string]bool{},
 		udp:      &udpPool{addr: cfg.ClusterResolver, timeout: cfg.ForwardTimeout},
 		tcp:      &dns.Client{Net: "tcp", Timeout: cfg.ForwardTimeout},
@@ -71,6 +76,7 @@ func New(cfg Config) *Server {
 	for _, n := range cfg.Services {
 		s.services[strings.ToLower(n)] = true
 	}
+	s.dotZone, s.dotDomain = "."+s.zone, "."+s.domain
 	return s
 }
 
@@ -102,21 +108,20 @@ const (
 )
 
 // classify says whose name q is and, for the environment's own names, the name to forward.
+// It allocates nothing for a name already in lower case, but for the short forms of a service
+// name (rewritten to the full one).
 func (s *Server) classify(asked string) (kind, string) {
 	q := strings.ToLower(asked)
-	if q == s.zone || strings.HasSuffix(q, "."+s.zone) {
+	if q == s.zone || strings.HasSuffix(q, s.dotZone) {
 		return internal, asked
 	}
-	labels := dns.SplitDomainName(q)
-	if len(labels) > 0 && s.services[labels[0]] {
-		rest := strings.Join(labels[1:], ".")
-		ns := strings.ToLower(s.cfg.Namespace)
-		if rest == "" || rest == ns || rest == ns+".svc" {
-			return internal, labels[0] + "." + s.zone
-		}
+	trimmed := strings.TrimSuffix(q, ".")
+	first, rest, dotted := strings.Cut(trimmed, ".")
+	if s.services[first] && (rest == "" || rest == s.ns || rest == s.nsSvc) {
+		return internal, first + "." + s.zone
 	}
-	if q == s.domain || strings.HasSuffix(q, "."+s.domain) || strings.HasSuffix(q, ".svc.") ||
-		strings.HasSuffix(q, ".in-addr.arpa.") || strings.HasSuffix(q, ".ip6.arpa.") || len(labels) <= 1 {
+	if q == s.domain || strings.HasSuffix(q, s.dotDomain) || strings.HasSuffix(q, ".svc.") ||
+		strings.HasSuffix(q, ".in-addr.arpa.") || strings.HasSuffix(q, ".ip6.arpa.") || !dotted {
 		return foreign, ""
 	}
 	return external, ""

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -116,7 +115,8 @@ func (s *Server) fast(pkt, out []byte, client netip.Addr) ([]byte, int, int) {
 	}
 	// The name: plain labels only (no compression in a question), at most 255 bytes.
 	i := 12
-	var name strings.Builder
+	var nb [256]byte // the name, on the stack: one allocation for its string
+	name := nb[:0]
 	for {
 		if i >= len(pkt) {
 			return nil, fastNo, 0
@@ -126,7 +126,7 @@ func (s *Server) fast(pkt, out []byte, client netip.Addr) ([]byte, int, int) {
 			i++
 			break
 		}
-		if l > 63 || i+1+l > len(pkt) || name.Len()+l+1 > 254 {
+		if l > 63 || i+1+l > len(pkt) || len(name)+l+1 > 254 {
 			return nil, fastNo, 0
 		}
 		for _, c := range pkt[i+1 : i+1+l] {
@@ -134,8 +134,8 @@ func (s *Server) fast(pkt, out []byte, client netip.Addr) ([]byte, int, int) {
 				return nil, fastNo, 0 // let the full path escape what needs escaping
 			}
 		}
-		name.Write(pkt[i+1 : i+1+l])
-		name.WriteByte('.')
+		name = append(name, pkt[i+1:i+1+l]...)
+		name = append(name, '.')
 		i += 1 + l
 	}
 	if i+4 != len(pkt) {
@@ -143,10 +143,10 @@ func (s *Server) fast(pkt, out []byte, client netip.Addr) ([]byte, int, int) {
 	}
 	qtype := binary.BigEndian.Uint16(pkt[i : i+2])
 	qclass := binary.BigEndian.Uint16(pkt[i+2 : i+4])
-	if qtype != dns.TypeA || qclass != dns.ClassINET || name.Len() == 0 {
+	if qtype != dns.TypeA || qclass != dns.ClassINET || len(name) == 0 {
 		return nil, fastNo, 0
 	}
-	qname := name.String()
+	qname := string(name)
 	k, fwd := s.classify(qname)
 	if k == internal && fwd == qname {
 		return nil, fastForward, i + 4
