@@ -42,15 +42,15 @@ type Config struct {
 
 // Server answers queries.
 type Server struct {
-	cfg      Config
-	zone     string // <ns>.svc.<domain>.
-	domain   string // <domain>.
+	cfg    Config
+	zone   string // <ns>.svc.<domain>.
+	domain string // <domain>.
 	// The same with a leading dot, and the namespace's own short forms: what classify compares
 	// with, made once rather than for every query.
 	dotZone, dotDomain, ns, nsSvc string
-	services map[string]bool
-	udp      *udpPool
-	tcp      *dns.Client
+	services                      map[string]bool
+	udp                           *udpPool
+	tcp                           *dns.Client
 
 	mu     sync.Mutex
 	logged map[string]time.Time
