@@ -49,8 +49,10 @@ type Server struct {
 	// with, made once rather than for every query.
 	dotZone, dotDomain, ns, nsSvc string
 	services                      map[string]bool
-	udp                           *udpPool
-	tcp                           *dns.Client
+	// cache is shared by every UDP socket's loop (one per CPU).
+	cache *answerCache
+	udp   *udpPool
+	tcp   *dns.Client
 
 	mu     sync.Mutex
 	logged map[string]time.Time
@@ -77,6 +79,7 @@ func New(cfg Config) *Server {
 		s.services[strings.ToLower(n)] = true
 	}
 	s.dotZone, s.dotDomain = "."+s.zone, "."+s.domain
+	s.cache = newAnswerCache(4096)
 	return s
 }
 

@@ -19,7 +19,7 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 	out := make([]byte, 0, 512)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	cache := newAnswerCache(4096)
+	cache := s.cache
 	rl, err := newRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout, cache)
 	if err != nil {
 		rl = nil // forwarding takes the full path
