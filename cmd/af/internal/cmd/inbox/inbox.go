@@ -56,7 +56,12 @@ func with(cmd *cobra.Command, f *factory.Factory, fl *envtarget.Flags, name stri
 		return err
 	}
 	defer link.Close()
-	return use(cmd.Context(), &control.Client{Addr: link.Addr}, afruntime.NewNamer(rt, ref))
+	names := afruntime.NewNamer(rt, ref)
+	err = use(cmd.Context(), &control.Client{Addr: link.Addr}, names)
+	if names.Err != nil {
+		f.Infof("the pods behind the senders' addresses could not be named: %v", names.Err)
+	}
+	return err
 }
 
 func sidecarError(err error) error {

@@ -82,6 +82,9 @@ in the sidecar's own format, and the summary goes to stderr.`,
 			p := &printer{f: f, host: host, names: afruntime.NewNamer(rt, ref)}
 			err = p.run(cmd.Context(), c, control.LogQuery{Blocked: blocked, Since: since}, follow)
 			p.summary()
+			if p.names.Err != nil {
+				f.Infof("the pods behind the client addresses could not be named: %v", p.names.Err)
+			}
 			return err
 		},
 	}
