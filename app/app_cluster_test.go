@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/antifailure/af/prreport"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/testcluster"
 )
@@ -30,7 +31,11 @@ type clusterFixture struct {
 	rt   *kubernetes.Runtime
 	s    *standin
 	srv  *Server
+	// journal is the server's, in ConfigMaps of journalNS.
+	journal *kubernetes.Records
 }
+
+const journalNS = "af-app-journal-test"
 
 func newClusterFixture(t *testing.T) *clusterFixture {
 	t.Helper()
@@ -46,8 +51,14 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	fx := &clusterFixture{h: h, kube: kube, s: newStandin(t)}
 	fx.rt = kubernetes.New(kubernetes.Options{Kubeconfig: h.Kubeconfig, DownTimeout: 3 * time.Minute,
 		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) }})
+	// The teardown journal in ConfigMaps of a namespace of the test's own, as in af-system.
+	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: journalNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), journalNS, metav1.DeleteOptions{}) })
+	fx.journal = fx.rt.Records(journalNS, "teardown")
 	// The backoff outlasts an API server restart (about 40s here): 1s doubling to 10s, 12 tries.
-	fx.srv, err = New(Config{Secret: secret, Cluster: fx.rt, GitHub: fx.s.gh, Workers: 4, ReapInterval: time.Hour,
+	fx.srv, err = New(Config{Secret: secret, Cluster: fx.rt, GitHub: fx.s.gh, Workers: 4, ReapInterval: time.Hour, Journal: fx.journal,
 		Attempts: 12, Base: time.Second, Max: 10 * time.Second, Log: slog.New(slog.NewTextHandler(testLog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -110,25 +121,44 @@ func (fx *clusterFixture) waitGone(t *testing.T, ns string, within time.Duration
 	}
 }
 
+// gonePR waits until pull request n's comment says the environment is gone, for reason, and
+// its deployment's last status is inactive (the comment is rewritten first, the deployment
+// after it); it fails when there is no deployment of pr-n at all.
 func (fx *clusterFixture) gonePR(t *testing.T, n int, reason string) {
 	t.Helper()
-	cs := fx.s.Comments(n)
-	if len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
-		t.Fatalf("pull request %d's comment: %+v", n, cs)
-	}
-	for _, d := range fx.s.Deployments() {
-		if d.Environment == prreport.Environment(n) {
-			if st := d.Statuses[len(d.Statuses)-1].State; st != "inactive" {
-				t.Fatalf("%s: %s", d.Environment, st)
+	state := func() (comment bool, deployment string) {
+		cs := fx.s.Comments(n)
+		comment = len(cs) == 1 && prreport.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, reason)
+		for _, d := range fx.s.Deployments() {
+			if d.Environment == prreport.Environment(n) && len(d.Statuses) > 0 {
+				deployment = d.Statuses[len(d.Statuses)-1].State
 			}
 		}
+		return comment, deployment
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		comment, deployment := state()
+		if comment && deployment == "inactive" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pull request %d: comment gone for %q: %v; deployment of %s: %q (want inactive); comments %+v",
+				n, reason, comment, prreport.Environment(n), deployment, fx.s.Comments(n))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
 // The App against the real cluster, in the order a demanding operator would try it.
 func TestAppOnTheCluster(t *testing.T) {
 	fx := newClusterFixture(t)
-	defer drain(t, fx.srv)
+	defer func() {
+		drain(t, fx.srv)
+		if recs, err := fx.journal.List(context.Background()); err != nil || len(recs) != 0 {
+			t.Errorf("teardown records left after every teardown ended: %v, %v", recs, err)
+		}
+	}()
 	now := time.Now()
 
 	t.Run("closed delivery removes the environment and nothing else", func(t *testing.T) {
@@ -213,10 +243,23 @@ func TestAppOnTheCluster(t *testing.T) {
 			{"list", "namespaces", "yes"}, {"delete", "namespaces", "yes"}, {"get", "namespaces", "yes"},
 			{"create", "namespaces", "no"}, {"update", "namespaces", "no"}, {"get", "secrets", "no"},
 			{"delete", "pods", "no"}, {"create", "pods", "no"}, {"list", "networkpolicies", "no"},
+			{"create", "configmaps", "no"}, {"list", "configmaps", "no"},
 		} {
 			out, _ := fx.h.Kubectl(ctx, "", "auth", "can-i", c.verb, c.resource, "--all-namespaces", "--as", sa)
 			if strings.TrimSpace(out) != c.want {
 				t.Errorf("can %s %s %s: %q, want %s", sa, c.verb, c.resource, strings.TrimSpace(out), c.want)
+			}
+		}
+		// The journal's ConfigMaps, in the App's own namespace only.
+		for _, c := range []struct {
+			verb, ns, want string
+		}{
+			{"create", "af-system", "yes"}, {"get", "af-system", "yes"}, {"update", "af-system", "yes"}, {"delete", "af-system", "yes"},
+			{"list", "af-system", "yes"}, {"watch", "af-system", "no"}, {"create", "default", "no"}, {"get", "kube-system", "no"},
+		} {
+			out, _ := fx.h.Kubectl(ctx, "", "auth", "can-i", c.verb, "configmaps", "-n", c.ns, "--as", sa)
+			if strings.TrimSpace(out) != c.want {
+				t.Errorf("can %s %s configmaps in %s: %q, want %s", sa, c.verb, c.ns, strings.TrimSpace(out), c.want)
 			}
 		}
 		path, err := fx.h.KubeconfigAs(ctx, "af-system", "af-app", t.TempDir())
@@ -225,14 +268,77 @@ func TestAppOnTheCluster(t *testing.T) {
 		}
 		fx.s.preview(t, 108)
 		fx.environment(t, "af-env-shop-pr-108", testRepo, 108, time.Time{}, true, 1)
-		x := &Teardowner{Cluster: kubernetes.New(kubernetes.Options{Kubeconfig: path, DownTimeout: 3 * time.Minute}), GitHub: fx.s.gh}
-		if err := x.Run(ctx, Teardown{Delivery: "rbac-108", Repository: testRepo, PullRequest: 108, Reason: ReasonClosed}); err != nil {
-			t.Fatalf("teardown as the App's service account: %v", err)
+		// As the App runs it: the pool, its journal in af-system, all with the account's token.
+		asApp := kubernetes.New(kubernetes.Options{Kubeconfig: path, DownTimeout: 3 * time.Minute})
+		journal := asApp.Records("af-system", "teardown")
+		recorded := false
+		x := &Teardowner{Cluster: asApp, GitHub: fx.s.gh, Hook: func(ns string, start bool) {
+			if start {
+				recs, err := journal.List(ctx)
+				recorded = err == nil && len(recs) == 1
+			}
+		}}
+		var failed []string
+		p := NewPool(1, func(ctx context.Context, td Teardown) error {
+			err := x.Run(ctx, td)
+			if err != nil {
+				failed = append(failed, err.Error())
+			}
+			return err
+		}, nil)
+		p.Journal, p.Attempts = journal, 1
+		if err := p.Enqueue(Teardown{Delivery: "rbac-108", Repository: testRepo, PullRequest: 108, Reason: ReasonClosed}); err != nil {
+			t.Fatal(err)
+		}
+		if left := p.Close(contextWithTimeout(t, 3*time.Minute)); left != 0 || len(failed) > 0 {
+			t.Fatalf("teardown as the App's service account: %d left, %v", left, failed)
 		}
 		if !fx.gone("af-env-shop-pr-108") {
 			t.Fatal("not removed")
 		}
 		fx.gonePR(t, 108, ReasonClosed)
+		if !recorded {
+			t.Fatal("the teardown's record was not in af-system's ConfigMaps while it ran")
+		}
+		if recs, err := journal.List(ctx); err != nil || len(recs) != 0 {
+			t.Fatalf("records left in af-system: %v, %v", recs, err)
+		}
+	})
+
+	t.Run("a teardown cut short after its namespace went: the next run resumes it from the ConfigMap", func(t *testing.T) {
+		fx.s.preview(t, 109)
+		fx.environment(t, "af-env-shop-pr-109", testRepo, 109, time.Time{}, true, 1)
+		cut := &removedThenCut{Runtime: fx.rt, removed: make(chan struct{})}
+		first, err := New(Config{Secret: secret, Cluster: cut, GitHub: fx.s.gh, Grace: time.Second, ReapInterval: time.Hour, Journal: fx.journal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := post(t, first.Handler(), "c-109", closedPayload(t, 109, true)); code != http.StatusAccepted {
+			t.Fatal(code)
+		}
+		<-cut.removed
+		if left := first.Close(contextWithTimeout(t, time.Second)); left != 1 {
+			t.Fatalf("%d left at shutdown, want 1", left)
+		}
+		if !fx.gone("af-env-shop-pr-109") || prreport.IsGone(fx.s.Comments(109)[0].Body) {
+			t.Fatal("want the namespace gone and the comment not yet rewritten")
+		}
+		cms, err := fx.kube.CoreV1().ConfigMaps(journalNS).List(context.Background(), metav1.ListOptions{LabelSelector: kubernetes.LabelRecord + "=teardown"})
+		if err != nil || len(cms.Items) != 1 {
+			t.Fatalf("journal ConfigMaps after shutdown: %v, %v", cms, err)
+		}
+		t.Logf("recorded in %s/%s", journalNS, cms.Items[0].Name)
+		next, err := New(Config{Secret: secret, Cluster: fx.rt, GitHub: fx.s.gh, ReapInterval: time.Hour, Journal: fx.journal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer drain(t, next)
+		if n, err := next.Pool.Resume(context.Background()); err != nil || n != 1 {
+			t.Fatalf("Resume: %d, %v", n, err)
+		}
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(109); return len(c) == 1 && prreport.IsGone(c[0].Body) })
+		fx.gonePR(t, 109, ReasonMerged)
+		waitFor(t, time.Minute, func() bool { r, err := fx.journal.List(context.Background()); return err == nil && len(r) == 0 })
 	})
 
 	t.Run("the API server restarted while a teardown runs: it completes", func(t *testing.T) {
@@ -255,6 +361,22 @@ func TestAppOnTheCluster(t *testing.T) {
 		waitFor(t, 2*time.Minute, func() bool { c := fx.s.Comments(107); return len(c) == 1 && prreport.IsGone(c[0].Body) })
 		fx.gonePR(t, 107, ReasonClosed)
 	})
+}
+
+// removedThenCut is the Kubernetes runtime whose Down, once the namespace is gone, hangs until
+// cancelled: a shutdown between the removal and GitHub being told.
+type removedThenCut struct {
+	*kubernetes.Runtime
+	removed chan struct{}
+}
+
+func (c *removedThenCut) Down(ctx context.Context, ref afruntime.Ref) error {
+	if err := c.Runtime.Down(ctx, ref); err != nil {
+		return err
+	}
+	close(c.removed)
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 // testLog writes the App's log lines to the test's log.

@@ -78,10 +78,17 @@ func TestDeployment(t *testing.T) {
 	for _, v := range settings.Vars {
 		known[v.Name] = true
 	}
+	journal := false
 	for _, e := range c.Env {
 		if !known[e.Name] {
 			t.Errorf("the Deployment sets %s, which af does not read", e.Name)
 		}
+		if e.Name == "AF_APP_NAMESPACE" {
+			journal = e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+		}
+	}
+	if !journal {
+		t.Error("AF_APP_NAMESPACE must be the pod's own namespace (the downward API), where the Role lets the journal write")
 	}
 	srv, err := New(Config{Secret: secret, Cluster: newMemCluster()})
 	if err != nil {
@@ -98,16 +105,23 @@ func TestDeployment(t *testing.T) {
 	}
 }
 
-// RBAC grants exactly what Environments and Down use: namespaces get, list and delete.
+// RBAC grants exactly what Environments and Down use (namespaces get, list and delete, cluster
+// wide) and what the teardown journal uses (configmaps in the App's own namespace only).
 func TestLeastPrivilege(t *testing.T) {
 	var role *rbacv1.ClusterRole
 	var binding *rbacv1.ClusterRoleBinding
+	var jrole *rbacv1.Role
+	var jbinding *rbacv1.RoleBinding
 	for _, o := range deployObjects(t, "rbac.yaml") {
 		switch v := o.(type) {
 		case *rbacv1.ClusterRole:
 			role = v
 		case *rbacv1.ClusterRoleBinding:
 			binding = v
+		case *rbacv1.Role:
+			jrole = v
+		case *rbacv1.RoleBinding:
+			jbinding = v
 		}
 	}
 	if role == nil || binding == nil || binding.RoleRef.Name != role.Name || binding.Subjects[0].Name != "af-app" {
@@ -120,6 +134,18 @@ func TestLeastPrivilege(t *testing.T) {
 	verbs := slices.Sorted(slices.Values(r.Verbs))
 	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"namespaces"}) || !slices.Equal(verbs, []string{"delete", "get", "list"}) {
 		t.Fatalf("rule %+v", r)
+	}
+	if jrole == nil || jbinding == nil || jrole.Namespace != "af-system" || jbinding.Namespace != "af-system" ||
+		jbinding.RoleRef.Kind != "Role" || jbinding.RoleRef.Name != jrole.Name || jbinding.Subjects[0].Name != "af-app" {
+		t.Fatal("rbac.yaml needs the journal's Role in af-system bound to the af-app ServiceAccount")
+	}
+	if len(jrole.Rules) != 1 {
+		t.Fatalf("journal role: %d rules, want 1", len(jrole.Rules))
+	}
+	r = jrole.Rules[0]
+	verbs = slices.Sorted(slices.Values(r.Verbs))
+	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"configmaps"}) || !slices.Equal(verbs, []string{"create", "delete", "get", "list", "update"}) {
+		t.Fatalf("journal rule %+v", r)
 	}
 }
 

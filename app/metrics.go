@@ -35,7 +35,7 @@ func NewMetrics(depth func() int, remaining func() int) *Metrics {
 			Help: "Reaper sweeps by result (ok, partial: GitHub could not be asked about some repositories, error)."},
 			[]string{"result"}),
 		removals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "af_app_reaper_removals_total",
-			Help: "Environments the reaper queued for removal, by reason (closed, expired)."},
+			Help: "Environments the reaper queued for removal, by reason (closed, merged, expired)."},
 			[]string{"reason"}),
 	}
 	reg.MustRegister(m.deliveries, m.teardowns, m.sweeps, m.removals,
@@ -78,8 +78,11 @@ func (m *Metrics) Sweep(s *Sweep, err error) {
 	}
 	for _, r := range s.Removals {
 		reason := "closed"
-		if strings.HasPrefix(r.Reason, ReasonExpired) {
+		switch {
+		case strings.HasPrefix(r.Reason, ReasonExpired):
 			reason = "expired"
+		case r.Reason == ReasonMerged:
+			reason = "merged"
 		}
 		m.removals.WithLabelValues(reason).Inc()
 	}

@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +18,9 @@ import (
 type Executor func(ctx context.Context, t Teardown) error
 
 // Pool runs teardowns with a bounded number of workers, never two for one pull request at once,
-// retrying failures with exponential backoff and jitter. Work lives in memory: what is queued
-// when the App stops is logged as dropped, and the reaper's next sweep removes it.
+// retrying failures with exponential backoff and jitter. With a Journal, a teardown is recorded
+// before it starts and until it has ended well; what Close has to leave (queued, or cut short)
+// stays recorded, and Resume (the next run's, or the next sweep's) queues it again.
 type Pool struct {
 	exec    Executor
 	workers int
@@ -26,12 +30,15 @@ type Pool struct {
 	Attempts  int
 	Base, Max time.Duration
 	Sleep     func(ctx context.Context, d time.Duration) error
+	// Journal, when set (before the first Enqueue), keeps what is started or left.
+	Journal Journal
 
 	mu      sync.Mutex
 	ready   []Teardown          // waiting for a worker, oldest first
 	pending map[string]Teardown // per key, one more after the one running
 	running map[string]bool
 	closed  bool
+	cut     []Teardown // cancelled by Close while running: left recorded
 	wake    chan struct{}
 	wg      sync.WaitGroup
 	ctx     context.Context
@@ -173,6 +180,8 @@ func (p *Pool) work() {
 	}
 }
 
+// run tries t until it succeeds, its attempts run out or Close cancels it. Each attempt first
+// records t in the journal: nothing is removed before the record is there.
 func (p *Pool) run(t Teardown) {
 	attempts, base, max := p.Attempts, p.Base, p.Max
 	if attempts <= 0 {
@@ -187,24 +196,125 @@ func (p *Pool) run(t Teardown) {
 	wait := base
 	for i := 1; ; i++ {
 		start := time.Now()
-		err := p.exec(p.ctx, t)
+		err := p.record(p.ctx, t)
+		if err == nil {
+			err = p.exec(p.ctx, t)
+		}
 		if err == nil {
 			p.log.Info("teardown done", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempt", i, "took", time.Since(start).String())
+			p.forget(t)
 			return
 		}
-		if i >= attempts || p.ctx.Err() != nil {
-			p.log.Error("teardown failed; the reaper's next sweep tries again", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempts", i, "error", err.Error())
+		if p.ctx.Err() != nil {
+			p.mu.Lock()
+			p.cut = append(p.cut, t)
+			p.mu.Unlock()
+			p.log.Warn("teardown cut short by shutdown; its record stays for the next run", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempt", i, "error", err.Error())
+			return
+		}
+		if i >= attempts {
+			again := "the reaper's next sweep removes what is left on the cluster"
+			if p.Journal != nil {
+				again = "its record stays: the next sweep queues it again"
+			}
+			p.log.Error("teardown failed; "+again, "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempts", i, "error", err.Error())
 			return
 		}
 		d := wait/2 + rand.N(wait/2+1)
 		p.log.Warn("teardown failed, retrying", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempt", i, "in", d.String(), "error", err.Error())
 		if err := p.sleep(d); err != nil {
+			p.mu.Lock()
+			p.cut = append(p.cut, t)
+			p.mu.Unlock()
 			return
 		}
 		if wait *= 2; wait > max {
 			wait = max
 		}
 	}
+}
+
+// record writes t to the journal under its key.
+func (p *Pool) record(ctx context.Context, t Teardown) error {
+	if p.Journal == nil {
+		return nil
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	if err := p.Journal.Put(ctx, key(t), b); err != nil {
+		return fmt.Errorf("recording the teardown before it starts: %w", err)
+	}
+	return nil
+}
+
+// forget deletes t's record once it has ended well. A record that stays costs one more
+// teardown that finds nothing to do.
+func (p *Pool) forget(t Teardown) {
+	if p.Journal == nil {
+		return
+	}
+	if err := p.Journal.Delete(p.ctx, key(t)); err != nil {
+		p.log.Warn("the teardown's record could not be deleted; the next sweep runs it once more", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "error", err.Error())
+	}
+}
+
+// Resume queues every recorded teardown that is not already queued or running: those an
+// earlier run started or left, and those that ran out of attempts. It returns how many.
+func (p *Pool) Resume(ctx context.Context) (int, error) {
+	if p.Journal == nil {
+		return 0, nil
+	}
+	recs, err := p.Journal.List(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the teardown journal: %w", err)
+	}
+	keys := make([]string, 0, len(recs))
+	for k := range recs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return 0, ErrClosed
+	}
+	n := 0
+	for _, k := range keys {
+		var t Teardown
+		if err := json.Unmarshal(recs[k], &t); err != nil || key(t) != k {
+			p.log.Warn("a teardown record that does not read as one; deleting it", "delivery", "", "record", k)
+			_ = p.Journal.Delete(ctx, k)
+			continue
+		}
+		if p.busy(k) {
+			continue
+		}
+		p.ready = append(p.ready, t)
+		n++
+		p.log.Info("teardown resumed from its record", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "namespace", t.Namespace)
+	}
+	if n > 0 {
+		p.signal()
+	}
+	return n, nil
+}
+
+// busy says whether a teardown of key k is queued, waiting or running (p.mu held).
+func (p *Pool) busy(k string) bool {
+	if p.running[k] {
+		return true
+	}
+	if _, ok := p.pending[k]; ok {
+		return true
+	}
+	for _, r := range p.ready {
+		if key(r) == k {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Pool) sleep(d time.Duration) error {
@@ -222,40 +332,61 @@ func (p *Pool) sleep(d time.Duration) error {
 }
 
 // Close stops taking work, lets the running and queued teardowns finish until ctx ends, then
-// cancels what is still running and returns how many teardowns were left undone.
+// cancels what is still running and returns how many teardowns were left undone: those queued
+// (recorded now, with a journal) and those cut short (recorded since they started).
 func (p *Pool) Close(ctx context.Context) int {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
 	p.signal()
-	done := make(chan struct{})
-	go func() {
-		for {
-			p.mu.Lock()
-			idle := len(p.ready) == 0 && len(p.pending) == 0 && len(p.running) == 0
-			p.mu.Unlock()
-			if idle {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				p.cancel()
-				p.wg.Wait()
-				close(done)
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
+	for {
+		p.mu.Lock()
+		idle := len(p.ready) == 0 && len(p.pending) == 0 && len(p.running) == 0
+		p.mu.Unlock()
+		if idle || ctx.Err() != nil {
+			break
 		}
-		p.cancel()
-		p.wg.Wait()
-		close(done)
-	}()
-	<-done
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	p.cancel()
+	p.wg.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	left := len(p.ready) + len(p.pending)
-	for _, t := range p.ready {
-		p.log.Warn("teardown dropped at shutdown; the reaper removes it", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
+	// One per pull request: a later delivery for one cut short is folded into it.
+	var left []Teardown
+	at := map[string]int{}
+	add := func(t Teardown) {
+		if i, ok := at[key(t)]; ok {
+			left[i] = merge(left[i], t)
+			return
+		}
+		at[key(t)] = len(left)
+		left = append(left, t)
 	}
-	return left
+	for _, t := range p.cut {
+		add(t)
+	}
+	for _, t := range p.ready {
+		add(t)
+	}
+	for _, t := range p.pending {
+		add(t)
+	}
+	// The records are written with a context of their own: ctx has ended by now.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, t := range left {
+		switch err := p.record(rctx, t); {
+		case p.Journal == nil:
+			p.log.Warn("teardown left at shutdown, not recorded (no journal); the reaper removes its namespace, its comment stays as it was", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
+		case err != nil:
+			p.log.Error("teardown left at shutdown and its record could not be written; the reaper removes its namespace, its comment may stay as it was", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "error", err.Error())
+		default:
+			p.log.Warn("teardown left at shutdown, recorded: the next run resumes it", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
+		}
+	}
+	return len(left)
 }

@@ -102,17 +102,123 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// Close gives running work until its context ends, then cancels it and says what was left.
-func TestCloseCancelsWhatRuns(t *testing.T) {
+// Close gives running work until its context ends, then cancels it and says what was left:
+// the one cut short and the one never started, both recorded; the next pool's Resume runs them
+// and their records go.
+func TestCloseRecordsWhatItLeaves(t *testing.T) {
+	j := &MemoryJournal{}
 	started := make(chan struct{})
 	p := NewPool(1, func(ctx context.Context, _ Teardown) error { close(started); <-ctx.Done(); return ctx.Err() }, nil)
-	_ = p.Enqueue(Teardown{Repository: "acme/shop", PullRequest: 1})
-	_ = p.Enqueue(Teardown{Repository: "acme/shop", PullRequest: 2})
+	p.Journal = j
+	_ = p.Enqueue(Teardown{Delivery: "d1", Repository: "acme/shop", PullRequest: 1, Reason: ReasonMerged})
+	_ = p.Enqueue(Teardown{Delivery: "d2", Repository: "acme/shop", PullRequest: 2, Reason: ReasonClosed})
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if left := p.Close(ctx); left != 1 {
-		t.Fatalf("%d left, want 1 (the one never started)", left)
+	if left := p.Close(ctx); left != 2 {
+		t.Fatalf("%d left, want 2 (the one cut short, the one never started)", left)
+	}
+	recs, _ := j.List(context.Background())
+	if len(recs) != 2 {
+		t.Fatalf("records after Close: %v", recs)
+	}
+
+	var mu sync.Mutex
+	got := map[int]Teardown{}
+	next := NewPool(2, func(_ context.Context, td Teardown) error {
+		mu.Lock()
+		defer mu.Unlock()
+		// The record is there while the teardown runs: a crash now loses nothing.
+		if r, _ := j.List(context.Background()); len(r) == 0 {
+			t.Errorf("teardown of #%d runs without its record", td.PullRequest)
+		}
+		got[td.PullRequest] = td
+		return nil
+	}, nil)
+	next.Journal = j
+	n, err := next.Resume(context.Background())
+	if err != nil || n != 2 {
+		t.Fatalf("Resume: %d, %v", n, err)
+	}
+	if n, _ := next.Resume(context.Background()); n != 0 {
+		t.Fatalf("a second Resume queued %d teardowns already queued or running", n)
+	}
+	if left := next.Close(contextWithTimeout(t, 10*time.Second)); left != 0 {
+		t.Fatalf("%d left", left)
+	}
+	if got[1].Delivery != "d1" || got[1].Reason != ReasonMerged || got[2].Delivery != "d2" || len(got) != 2 {
+		t.Fatalf("resumed %+v", got)
+	}
+	if recs, _ := j.List(context.Background()); len(recs) != 0 {
+		t.Fatalf("records after the resumed teardowns ended well: %v", recs)
+	}
+}
+
+// A teardown whose attempts run out keeps its record, so the next sweep's Resume tries again;
+// one whose record cannot be written is never started (nothing removed unrecorded).
+func TestRecordOutlivesAttempts(t *testing.T) {
+	j := &failingJournal{fail: 2}
+	var mu sync.Mutex
+	calls := 0
+	fail := true
+	p := NewPool(1, func(context.Context, Teardown) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if fail {
+			return errors.New("the API server is away")
+		}
+		return nil
+	}, nil)
+	p.Journal = j
+	p.Attempts = 4
+	p.Sleep = func(context.Context, time.Duration) error { return nil }
+	_ = p.Enqueue(Teardown{Repository: "acme/shop", PullRequest: 7})
+	waitUntil(t, func() bool { return p.Depth() == 0 && !p.isRunning("acme/shop#7") })
+	mu.Lock()
+	if calls != 2 { // attempts 1 and 2 could not write the record; 3 and 4 ran and failed
+		t.Fatalf("%d executions, want 2", calls)
+	}
+	fail = false
+	mu.Unlock()
+	if recs, _ := j.List(context.Background()); len(recs) != 1 {
+		t.Fatalf("records after the attempts ran out: %v", recs)
+	}
+	if n, err := p.Resume(context.Background()); n != 1 || err != nil {
+		t.Fatalf("Resume: %d, %v", n, err)
+	}
+	p.Close(contextWithTimeout(t, 10*time.Second))
+	if recs, _ := j.List(context.Background()); len(recs) != 0 || calls != 3 {
+		t.Fatalf("records %v, %d executions", recs, calls)
+	}
+}
+
+// failingJournal refuses its first fail Puts.
+type failingJournal struct {
+	MemoryJournal
+	mu   sync.Mutex
+	fail int
+}
+
+func (f *failingJournal) Put(ctx context.Context, k string, b []byte) error {
+	f.mu.Lock()
+	if f.fail > 0 {
+		f.fail--
+		f.mu.Unlock()
+		return errors.New("configmaps is forbidden")
+	}
+	f.mu.Unlock()
+	return f.MemoryJournal.Put(ctx, k, b)
+}
+
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("not so after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -120,4 +226,10 @@ func contextWithTimeout(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+func (p *Pool) isRunning(k string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running[k]
 }

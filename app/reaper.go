@@ -50,9 +50,11 @@ type Reaper struct {
 	Observe func(s *Sweep, err error)
 }
 
-// OpenPulls answers which pull requests of a repository are open.
+// OpenPulls answers which pull requests of a repository are open, and whether a closed one
+// was merged (asked only of those the sweep removes, so the comment gives the right reason).
 type OpenPulls interface {
 	OpenPulls(ctx context.Context, repository string) (map[int]bool, error)
+	Merged(ctx context.Context, repository string, n int) (bool, error)
 }
 
 // Sweep runs one sweep.
@@ -112,10 +114,28 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 			}
 			continue
 		}
+		merged := map[int]bool{}
 		for _, e := range byRepo[repo] {
-			if !open[e.PullRequest] {
-				s.Removals = append(s.Removals, Removal{e, ReasonClosed})
+			if open[e.PullRequest] {
+				continue
 			}
+			reason := ReasonClosed
+			m, asked := merged[e.PullRequest]
+			if !asked {
+				var err error
+				if m, err = r.GitHub.Merged(ctx, repo, e.PullRequest); err != nil {
+					if ctx.Err() != nil {
+						return s, ctx.Err()
+					}
+					// Closed it is (it is not open); only the wording of the reason is unknown.
+					log.Warn("could not ask GitHub whether the pull request was merged; the comment says closed", "delivery", "reaper", "repository", repo, "pull_request", e.PullRequest, "error", err.Error())
+				}
+				merged[e.PullRequest] = m
+			}
+			if m {
+				reason = ReasonMerged
+			}
+			s.Removals = append(s.Removals, Removal{e, reason})
 		}
 	}
 	sort.Slice(s.Removals, func(i, j int) bool { return s.Removals[i].Environment.Namespace < s.Removals[j].Environment.Namespace })
@@ -136,6 +156,15 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 		log.Info("queued removal", "delivery", id, "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "reason", rm.Reason)
 	}
 	return s, nil
+}
+
+// Merged answers for the GitHub side: the pull request's merged flag.
+func (g *GitHub) Merged(ctx context.Context, repository string, n int) (bool, error) {
+	rep, err := g.Reporter(ctx, repository, 0)
+	if err != nil {
+		return false, err
+	}
+	return rep.Merged(ctx, n)
 }
 
 // OpenPulls answers for the GitHub side: the repository's Reporter lists its open pull requests.

@@ -16,17 +16,18 @@ import (
 func TestSweep(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	s := newStandin(t)
-	for _, n := range []int{1, 2, 3, 4} {
+	for _, n := range []int{1, 2, 3, 4, 5} {
 		s.preview(t, n)
 	}
-	s.SetPull(2, "closed", strings.Repeat("a", 40), true) // its webhook was lost
+	s.SetPull(2, "closed", strings.Repeat("a", 40), true)  // merged; its webhook was lost
+	s.SetPull(5, "closed", strings.Repeat("c", 40), false) // closed unmerged; its webhook was lost
 	expired := prEnv(3)
 	expired.Expires = now.Add(-time.Minute)
 	manualTTL := afruntime.Environment{ID: "demo", Namespace: "af-env-demo", Repository: testRepo, Expires: now.Add(-time.Hour)}
 	manual := afruntime.Environment{ID: "keep", Namespace: "af-env-keep", Repository: testRepo}
 	future := prEnv(1)
 	future.Expires = now.Add(time.Hour)
-	c := newMemCluster(future, prEnv(2), expired, manualTTL, manual, prEnv(4))
+	c := newMemCluster(future, prEnv(2), expired, manualTTL, manual, prEnv(4), prEnv(5))
 
 	dry := &Reaper{Cluster: c, GitHub: s.gh, DryRun: true, Now: func() time.Time { return now }}
 	sw, err := dry.Sweep(context.Background())
@@ -37,23 +38,29 @@ func TestSweep(t *testing.T) {
 	for _, r := range sw.Removals {
 		got[r.Environment.Namespace] = r.Reason
 	}
-	if len(got) != 3 || got["af-env-shop-pr-2"] != ReasonClosed || !strings.HasPrefix(got["af-env-shop-pr-3"], ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], ReasonExpired) {
+	if len(got) != 4 || got["af-env-shop-pr-2"] != ReasonMerged || got["af-env-shop-pr-5"] != ReasonClosed ||
+		!strings.HasPrefix(got["af-env-shop-pr-3"], ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], ReasonExpired) {
 		t.Fatalf("removals %v", got)
 	}
-	if sw.Checked != 6 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
+	if sw.Checked != 7 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
 		t.Fatalf("sweep %+v", sw)
 	}
-	if c.left() != 6 {
+	if c.left() != 7 {
 		t.Fatalf("a dry run removed something")
 	}
-	asked := 0
+	listed, read := 0, 0
 	for _, call := range s.Calls() {
-		if call.Path == "/repos/{owner}/{repo}/pulls" {
-			asked++
+		switch call.Path {
+		case "/repos/{owner}/{repo}/pulls":
+			listed++
+		case "/repos/{owner}/{repo}/pulls/{pull_number}":
+			read++
 		}
 	}
-	if asked != 1 {
-		t.Fatalf("asked GitHub %d times for one repository", asked)
+	// One list for the repository's open pull requests; one read for each closed one removed
+	// (merged or not), none for those open or expired.
+	if listed != 1 || read != 2 {
+		t.Fatalf("asked GitHub %d lists and %d pull requests, want 1 and 2", listed, read)
 	}
 
 	srv := newServer(t, c, s, nil)
@@ -65,7 +72,7 @@ func TestSweep(t *testing.T) {
 	if c.left() != 3 {
 		t.Fatalf("%d left, want 3 (the two open ones and the manual one)", c.left())
 	}
-	for n, reason := range map[int]string{2: ReasonClosed, 3: ReasonExpired} {
+	for n, reason := range map[int]string{2: ReasonMerged, 3: ReasonExpired, 5: ReasonClosed} {
 		if cs := s.Comments(n); len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
 			t.Fatalf("pull request %d: %+v", n, cs)
 		}

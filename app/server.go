@@ -1,9 +1,10 @@
 package app
 
 // The App's server: POST /webhook, /healthz, /readyz and /metrics on one listener; the
-// teardown pool; the reaper every interval (and once at start, which finds what a previous
-// run left queued); graceful shutdown that stops taking deliveries, lets in-flight teardowns
-// finish within a grace period and logs what it had to leave to the next run's first sweep.
+// teardown pool; the reaper every interval and once at start, each sweep first resuming the
+// journal's teardowns (a previous run's, and those that ran out of attempts); graceful shutdown
+// that stops taking deliveries, lets in-flight teardowns finish within a grace period and
+// records what it had to leave for the next run.
 
 import (
 	"context"
@@ -35,6 +36,10 @@ type Config struct {
 	// Backoff of the pool (zero: the pool's defaults).
 	Attempts  int
 	Base, Max time.Duration
+	// Journal keeps teardowns from their start until GitHub was told, and what shutdown left;
+	// nil keeps them in memory (lost with the process: the reaper still removes the namespaces,
+	// but a comment whose namespace was already gone stays as it was).
+	Journal Journal
 	// Hook is the teardowner's (tests).
 	Hook func(namespace string, start bool)
 }
@@ -85,6 +90,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.Pool = NewPool(cfg.Workers, x.Run, log)
 	s.Pool.Attempts, s.Pool.Base, s.Pool.Max = cfg.Attempts, cfg.Base, cfg.Max
+	if cfg.Journal == nil {
+		cfg.Journal = &MemoryJournal{}
+		s.cfg.Journal = cfg.Journal
+	}
+	s.Pool.Journal = cfg.Journal
 	s.Metrics = NewMetrics(s.Pool.Depth, remaining)
 	x.Observe = s.Metrics.Teardown
 	wh.queue = s.Pool
@@ -130,7 +140,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 // Run serves on ln until ctx ends, sweeping every interval, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(s.log.With("delivery", "").Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	s.log.Info("af app serving", "delivery", "", "addr", ln.Addr().String(), "workers", s.cfg.Workers, "reap_interval", s.cfg.ReapInterval.String())
@@ -141,6 +151,13 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 		t := time.NewTicker(s.cfg.ReapInterval)
 		defer t.Stop()
 		for {
+			if n, err := s.Pool.Resume(sweepCtx); err != nil {
+				if sweepCtx.Err() == nil {
+					s.log.Error("could not resume the recorded teardowns; the next sweep tries again", "delivery", "reaper", "error", err.Error())
+				}
+			} else if n > 0 {
+				s.log.Info("resumed recorded teardowns", "delivery", "reaper", "resumed", n)
+			}
 			if sw, err := s.Reaper.Sweep(sweepCtx); err != nil {
 				if sweepCtx.Err() == nil {
 					s.log.Error("sweep failed", "delivery", "reaper", "error", err.Error())
@@ -168,7 +185,7 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	_ = srv.Shutdown(shutCtx)
 	left := s.Pool.Close(shutCtx)
 	if left > 0 {
-		s.log.Warn("teardowns left at shutdown; the next run's first sweep removes their environments", "delivery", "", "left", left)
+		s.log.Warn("teardowns left at shutdown; the next run resumes those recorded", "delivery", "", "left", left)
 	}
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,7 +28,10 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 func TestOperations(t *testing.T) {
 	s := newStandin(t)
 	s.preview(t, 3)
-	c := newMemCluster(prEnv(3))
+	s.preview(t, 8)
+	expired := prEnv(8)
+	expired.Expires = time.Now().Add(-time.Minute)
+	c := newMemCluster(prEnv(3), expired)
 	srv := newServer(t, c, s, nil)
 	if w := get(srv.Handler(), "/healthz"); w.Code != http.StatusOK {
 		t.Fatalf("healthz %d", w.Code)
@@ -49,18 +53,25 @@ func TestOperations(t *testing.T) {
 	}
 	post(t, srv.Handler(), "m-3", closedPayload(t, 3, false))
 	deliver(srv.Handler(), "pull_request", "m-bad", "application/json", []byte("{}"), map[string]string{"X-Hub-Signature-256": "sha256=00"})
-	drain(t, srv)
-	if _, err := srv.Reaper.Sweep(context.Background()); err != nil {
+	waitFor(t, 10*time.Second, func() bool { return c.left() == 1 })
+	if _, err := srv.Reaper.Sweep(context.Background()); err != nil { // removes the expired one
 		t.Fatal(err)
+	}
+	drain(t, srv)
+	_, remaining := s.RateLimitUsed()
+	if remaining >= 5000 {
+		t.Fatalf("the stand-in's remaining %d", remaining)
 	}
 	m := get(srv.Handler(), "/metrics").Body.String()
 	for _, want := range []string{
 		`af_app_deliveries_total{action="closed",event="pull_request",result="queued"} 1`,
 		`af_app_deliveries_total{action="",event="unknown",result="bad-signature"} 1`,
 		`af_app_queue_depth 0`,
-		`af_app_teardown_duration_seconds_count{result="ok"} 1`,
+		`af_app_teardown_duration_seconds_count{result="ok"} 2`,
 		`af_app_reaper_sweeps_total{result="ok"} 1`,
-		`af_app_github_rate_limit_remaining `,
+		`af_app_reaper_removals_total{reason="expired"} 1`,
+		// The last X-RateLimit-Remaining GitHub sent: the stand-in's, after its last answer.
+		fmt.Sprintf("af_app_github_rate_limit_remaining %d\n", remaining),
 		`go_goroutines `,
 	} {
 		if !strings.Contains(m, want) {
@@ -92,7 +103,7 @@ func TestLogsNameTheDelivery(t *testing.T) {
 		if _, ok := m["delivery"]; !ok {
 			t.Fatalf("no delivery id: %s", l)
 		}
-		if m["msg"] != "teardown dropped at shutdown; the reaper removes it" && m["delivery"] != "log-4" {
+		if m["delivery"] != "log-4" {
 			t.Fatalf("delivery %v, want log-4: %s", m["delivery"], l)
 		}
 	}
@@ -158,4 +169,72 @@ func TestGracefulShutdown(t *testing.T) {
 	if cs := s.Comments(9); len(cs) != 1 || !prreport.IsGone(cs[0].Body) {
 		t.Fatalf("comment: %+v", cs)
 	}
+}
+
+// removedThenStuck removes the namespace, then hangs until cancelled: shutdown catches the
+// teardown after the namespace is gone and before GitHub was told.
+type removedThenStuck struct {
+	*memCluster
+	removed chan struct{}
+}
+
+func (c *removedThenStuck) Down(ctx context.Context, ref afruntime.Ref) error {
+	if err := c.memCluster.Down(ctx, ref); err != nil {
+		return err
+	}
+	close(c.removed)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A teardown cut short by shutdown between the namespace's removal and the comment's rewrite:
+// the reaper cannot see it any more (no namespace), so only its record says the comment and the
+// deployment still need telling. The next run, with the same journal, resumes it at start.
+func TestShutdownLeavesNothingUntold(t *testing.T) {
+	s := newStandin(t)
+	s.preview(t, 11)
+	j := &MemoryJournal{} // stands for the ConfigMaps that outlive the pod
+	c := &removedThenStuck{memCluster: newMemCluster(prEnv(11)), removed: make(chan struct{})}
+	first, err := New(Config{Secret: secret, Cluster: c, GitHub: s.gh, Grace: 200 * time.Millisecond, ReapInterval: time.Hour, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, stop := running(t, first)
+	body := closedPayload(t, 11, true)
+	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "cut-11", body, Sign(secret, body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	<-c.removed
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if c.left() != 0 {
+		t.Fatal("the namespace should be gone already")
+	}
+	if cs := s.Comments(11); len(cs) != 1 || prreport.IsGone(cs[0].Body) {
+		t.Fatalf("the comment was rewritten before shutdown cut the teardown: %+v", cs)
+	}
+	recs, _ := j.List(context.Background())
+	if len(recs) != 1 {
+		t.Fatalf("records after shutdown: %v", recs)
+	}
+
+	second, err := New(Config{Secret: secret, Cluster: c.memCluster, GitHub: s.gh, ReapInterval: time.Hour, Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stop2 := running(t, second)
+	defer stop2()
+	waitFor(t, 30*time.Second, func() bool {
+		cs := s.Comments(11)
+		return len(cs) == 1 && prreport.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, ReasonMerged)
+	})
+	for _, d := range s.Deployments() {
+		if d.Environment == prreport.Environment(11) && d.Statuses[len(d.Statuses)-1].State != "inactive" {
+			t.Fatalf("deployment %s: %s", d.Environment, d.Statuses[len(d.Statuses)-1].State)
+		}
+	}
+	waitFor(t, 10*time.Second, func() bool { r, _ := j.List(context.Background()); return len(r) == 0 })
 }

@@ -105,7 +105,7 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return BadRequest, http.StatusRequestEntityTooLarge, "the body is over 25 MB"
+			return BadRequest, http.StatusBadRequest, "the body is over 25 MB, the most GitHub sends: not a delivery"
 		}
 		return BadRequest, http.StatusBadRequest, "the body could not be read"
 	}
@@ -248,8 +248,16 @@ func (d *deliveries) add(id string) bool {
 	return true
 }
 
+// remove forgets id (a delivery the queue refused), from the order too: a stale entry there
+// would later evict the id of a redelivery that was accepted.
 func (d *deliveries) remove(id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.ids, id)
+	for i := len(d.order) - 1; i >= 0; i-- { // it is almost always the newest
+		if d.order[i] == id {
+			d.order = append(d.order[:i], d.order[i+1:]...)
+			break
+		}
+	}
 }

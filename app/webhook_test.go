@@ -115,14 +115,17 @@ func TestBodies(t *testing.T) {
 	}{
 		{"JSON", "pull_request", "application/json", closed, http.StatusAccepted, 1},
 		{"form-encoded payload=", "pull_request", "application/x-www-form-urlencoded", form, http.StatusAccepted, 1},
-		{"over 25 MB", "pull_request", "application/json", huge, http.StatusRequestEntityTooLarge, 0},
+		{"over 25 MB", "pull_request", "application/json", huge, http.StatusBadRequest, 0},
 		{"not JSON", "pull_request", "application/json", []byte("{not json"), http.StatusBadRequest, 0},
 		{"wrong types", "pull_request", "application/json", wrongTypes, http.StatusBadRequest, 0},
 		{"another content type", "pull_request", "text/plain", closed, http.StatusBadRequest, 0},
-		{"ping", "ping", "application/json", []byte(`{"zen":"Design for failure.","hook_id":1}`), http.StatusAccepted, 0},
-		{"installation", "installation", "application/json", []byte(`{"action":"created"}`), http.StatusAccepted, 0},
+		// Every payload below is GitHub's own example, checked against @octokit/openapi-webhooks.
+		{"ping", "ping", "application/json", event(t, "ping", ""), http.StatusAccepted, 0},
+		{"installation", "installation", "application/json", event(t, "installation", "created"), http.StatusAccepted, 0},
+		{"installation_repositories", "installation_repositories", "application/json", event(t, "installation_repositories", "added"), http.StatusAccepted, 0},
 		{"synchronize is the action's", "pull_request", "application/json", githubtest.PullRequestEvent(t, "synchronize", "acme/shop", 7, strings.Repeat("b", 40), false), http.StatusNoContent, 0},
-		{"another event", "issues", "application/json", []byte(`{"action":"opened"}`), http.StatusNoContent, 0},
+		{"reopened is the action's", "pull_request", "application/json", githubtest.PullRequestEvent(t, "reopened", "acme/shop", 7, strings.Repeat("b", 40), false), http.StatusNoContent, 0},
+		{"another event", "issues", "application/json", event(t, "issues", "opened"), http.StatusNoContent, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,5 +192,35 @@ console.log(theirs + " " + ok);`
 	}
 	if ok != "true" {
 		t.Fatalf("octokit refuses the App's signature: %s", out)
+	}
+}
+
+// event is GitHub's example payload of event and action, validated against its webhook
+// description.
+func event(t *testing.T, name, action string) []byte {
+	t.Helper()
+	return githubtest.ValidateEvent(t, name, action, githubtest.Event(t, name, action))
+}
+
+// A delivery the queue refused is forgotten entirely: its redelivery, once accepted, is
+// remembered for the full window, not evicted early by the refused one's stale place.
+func TestRefusedDeliveryForgotten(t *testing.T) {
+	d := newDeliveries(3)
+	d.add("refused")
+	d.remove("refused")
+	for _, id := range []string{"a", "b", "refused"} {
+		if !d.add(id) {
+			t.Fatalf("%s was taken for a redelivery", id)
+		}
+	}
+	if d.add("refused") {
+		t.Fatal("the accepted redelivery is not remembered")
+	}
+	d.add("c") // evicts a, the oldest, and nothing else
+	if d.add("refused") || d.add("b") {
+		t.Fatal("an id within the window was evicted")
+	}
+	if len(d.order) != 3 || len(d.ids) != 3 {
+		t.Fatalf("order %v, ids %v", d.order, d.ids)
 	}
 }

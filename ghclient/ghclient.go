@@ -261,7 +261,10 @@ func Classify(what string, err error) error {
 	}
 	var er *github.ErrorResponse
 	if errors.As(err, &er) && er.Response != nil {
-		if er.Response.StatusCode == http.StatusTooManyRequests {
+		// 429, which go-github v62 does not classify; and a secondary limit whose documentation
+		// link go-github does not recognise (older GitHub Enterprise Server wording).
+		if er.Response.StatusCode == http.StatusTooManyRequests ||
+			(er.Response.StatusCode == http.StatusForbidden && strings.Contains(strings.ToLower(er.Message), "secondary rate limit")) {
 			return failure.New(failure.RateLimited, what, err)
 		}
 		return failure.New(failure.GitHubRequestFailed, fmt.Sprintf("%s: HTTP %d %s", what, er.Response.StatusCode, er.Message), err)

@@ -100,6 +100,7 @@ type Server struct {
 	labels      map[int][]string
 	files       map[string]string
 	pulls       map[int]map[string]any
+	used        int // requests answered or limited, for X-RateLimit-Remaining
 	calls       []Call
 	refusals    []string
 	expectRefus int
@@ -183,6 +184,14 @@ func (s *Server) Limit(kinds ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limits = append(s.limits, kinds...)
+}
+
+// RateLimitUsed returns how many requests the stand-in has counted and the
+// X-RateLimit-Remaining it sent last.
+func (s *Server) RateLimitUsed() (used, remaining int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used, max(0, 5000-s.used)
 }
 
 // Calls returns the requests answered so far.
@@ -316,11 +325,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if len(s.limits) > 0 {
 		limit, s.limits = s.limits[0], s.limits[1:]
 	}
+	s.used++
+	used := s.used
 	s.mu.Unlock()
 	if limit != "" {
 		s.rateLimit(w, r, route, limit)
 		return
 	}
+	// As GitHub does on every answer: 5,000 an hour, one spent on each request.
+	w.Header().Set("X-RateLimit-Limit", "5000")
+	w.Header().Set("X-RateLimit-Remaining", strconv.Itoa(max(0, 5000-used)))
+	w.Header().Set("X-RateLimit-Used", strconv.Itoa(used))
+	w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+	w.Header().Set("X-RateLimit-Resource", "core")
 	if appRoute(route.Path) {
 		if why := s.checkJWT(r.Header.Get("Authorization")); why != "" {
 			s.answer(w, rq, http.StatusUnauthorized, map[string]any{"message": why, "documentation_url": "https://docs.github.com/apps/creating-github-apps/authenticating-with-a-github-app/generating-a-json-web-token-jwt-for-a-github-app"})
@@ -348,10 +365,14 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, route *router
 		w.Header().Set("X-RateLimit-Remaining", "0")
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10))
 	}
+	doc := "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+	if kind == "secondary" {
+		doc += "#about-secondary-rate-limits" // as GitHub links it; go-github knows it by this
+	}
 	s.record(r, route, status)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"message": msg, "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"})
+	_ = json.NewEncoder(w).Encode(map[string]any{"message": msg, "documentation_url": doc})
 }
 
 // beyondSpec checks what GitHub's description cannot say.
@@ -693,8 +714,9 @@ func (s *Server) handle(rq *request) (int, any) {
 			return http.StatusNotFound, map[string]any{"message": "Not Found"}
 		}
 		ex := example(rq, http.StatusOK)
+		// requested_teams: the published example's teams predate the description's required type.
 		return http.StatusOK, overlay(ex, map[string]any{"number": n, "state": p["state"], "merged": p["merged"],
-			"head": map[string]any{"sha": p["sha"]}})
+			"head": map[string]any{"sha": p["sha"]}, "requested_teams": []any{}})
 	case "POST /app/installations/{installation_id}/access_tokens":
 		if id, _ := strconv.ParseInt(rq.params["installation_id"], 10, 64); s.app == nil || id != s.app.installation {
 			return http.StatusNotFound, map[string]any{"message": "Not Found"}

@@ -163,6 +163,15 @@ func (r *Reporter) OpenPulls(ctx context.Context) (map[int]bool, error) {
 	}
 }
 
+// Merged says whether pull request n was merged (one request).
+func (r *Reporter) Merged(ctx context.Context, n int) (bool, error) {
+	p, _, err := r.Client.PullRequests.Get(ctx, r.Owner, r.Repo, n)
+	if err != nil {
+		return false, ghclient.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
+	}
+	return p.GetMerged(), nil
+}
+
 // Annotation marks a line of a file (the manifest) in the check run.
 type Annotation struct {
 	Path    string

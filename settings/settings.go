@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	goruntime "runtime"
 	"sort"
 	"strings"
@@ -50,6 +51,7 @@ var Vars = []Var{
 	{Name: "AF_APP_WEBHOOK_SECRET_FILE", Meaning: "a file holding the webhook secret (a mounted Secret), read when AF_APP_WEBHOOK_SECRET is not set", Default: ""},
 	{Name: "AF_APP_LISTEN", Meaning: "host:port af app serve listens on for /webhook, /healthz, /readyz and /metrics", Default: ":8080"},
 	{Name: "AF_APP_WORKERS", Meaning: "teardowns the App runs at once", Default: "4"},
+	{Name: "AF_APP_NAMESPACE", Meaning: "the namespace the App keeps its teardown journal in (ConfigMaps af-record-teardown-*), so a teardown cut short by a restart is resumed; deploy/app sets it to the pod's own namespace. Unset: the journal is kept in memory only", Default: "—"},
 	{Name: "AF_APP_REAP_INTERVAL", Meaning: "the time between the App's reaper sweeps: the most a lost webhook costs", Default: "10m"},
 	{Name: "AF_APP_COMMENT_AUTHORS", Meaning: "comma-separated logins besides the App's own whose af comment the App rewrites (the action's)", Default: "github-actions[bot]"},
 	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
@@ -190,6 +192,8 @@ func Markdown() []byte {
 	return []byte(b.String())
 }
 
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
 // AppSettings are the App's and the reaper's settings from af's environment.
 type AppSettings struct {
 	APIURL         string
@@ -203,6 +207,8 @@ type AppSettings struct {
 	ReapInterval   time.Duration
 	RateWait       time.Duration
 	Authors        []string
+	// Namespace holds the teardown journal (empty: in memory).
+	Namespace string
 }
 
 // App reads the App's settings. Values that do not parse are AF-GH-007, naming the variable;
@@ -247,6 +253,9 @@ func App(getenv func(string) string) (AppSettings, error) {
 		if _, err := fmt.Sscan(v, &a.Workers); err != nil || a.Workers < 1 || a.Workers > 64 {
 			return a, bad("AF_APP_WORKERS", "not a number of workers from 1 to 64")
 		}
+	}
+	if a.Namespace = getenv("AF_APP_NAMESPACE"); a.Namespace != "" && (len(a.Namespace) > 63 || !dnsLabel.MatchString(a.Namespace)) {
+		return a, bad("AF_APP_NAMESPACE", "not a namespace name (lower-case letters, digits and '-', at most 63)")
 	}
 	if v := getenv("AF_APP_REAP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -97,3 +97,31 @@ func TestEveryVariableIsInTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The App's settings: what parses, and each bad value refused naming its variable.
+func TestApp(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	a, err := App(env("AF_APP_NAMESPACE", "af-system", "AF_APP_WORKERS", "8", "AF_APP_REAP_INTERVAL", "2m", "GITHUB_TOKEN", "t"))
+	if err != nil || a.Namespace != "af-system" || a.Workers != 8 || a.ReapInterval.String() != "2m0s" || a.Token != "t" || a.Listen != ":8080" {
+		t.Fatalf("%+v, %v", a, err)
+	}
+	if a, err := App(env()); err != nil || a.Namespace != "" || a.Workers != 4 {
+		t.Fatalf("defaults: %+v, %v", a, err)
+	}
+	for _, c := range [][2]string{
+		{"AF_APP_NAMESPACE", "Af_System"}, {"AF_APP_NAMESPACE", strings.Repeat("a", 64)}, {"AF_APP_NAMESPACE", "-x"},
+		{"AF_APP_WORKERS", "0"}, {"AF_APP_WORKERS", "many"}, {"AF_APP_REAP_INTERVAL", "1s"}, {"AF_APP_ID", "-3"},
+		{"AF_GITHUB_RATE_WAIT", "soon"}, {"AF_APP_PRIVATE_KEY_FILE", filepath.Join(t.TempDir(), "none.pem")},
+	} {
+		_, err := App(env(c[0], c[1]))
+		if err == nil || !strings.Contains(err.Error(), "AF-GH-007") || !strings.Contains(err.Error(), c[0]) {
+			t.Errorf("%s=%q: %v", c[0], c[1], err)
+		}
+	}
+}

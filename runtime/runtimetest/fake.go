@@ -7,6 +7,8 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	afruntime "github.com/antifailure/af/runtime"
@@ -14,7 +16,7 @@ import (
 
 // Call is one call the fake received.
 type Call struct {
-	Method string // Up, Down, Status, Inventory
+	Method string // Up, Down, Status, Inventory, Environments
 	Ref    afruntime.Ref
 	Spec   afruntime.Spec // for Up
 }
@@ -30,6 +32,9 @@ type Fake struct {
 	StatusResult *afruntime.Status
 	StatusErr    error
 	Resources    []afruntime.Resource
+	// Envs are the environments Environments lists; Down removes the one it names (unless
+	// DownErr).
+	Envs []afruntime.Environment
 
 	mu    sync.Mutex
 	calls []Call
@@ -66,11 +71,36 @@ func (f *Fake) Up(_ context.Context, spec afruntime.Spec) (*afruntime.Result, er
 	return res, f.UpErr
 }
 
-// Down records ref and returns DownErr.
+// Down records ref and returns DownErr; without it, ref's environment leaves Envs.
 func (f *Fake) Down(_ context.Context, ref afruntime.Ref) error {
 	f.record(Call{Method: "Down", Ref: ref})
-	return f.DownErr
+	if f.DownErr != nil {
+		return f.DownErr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Envs = slices.DeleteFunc(f.Envs, func(e afruntime.Environment) bool {
+		return e.Namespace == ref.Namespace || (ref.Namespace == "" && e.ID == ref.ID)
+	})
+	return nil
 }
+
+// Environments lists Envs that pass f (the repository compared without case).
+func (f *Fake) Environments(_ context.Context, flt afruntime.Filter) ([]afruntime.Environment, error) {
+	f.record(Call{Method: "Environments"})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []afruntime.Environment
+	for _, e := range f.Envs {
+		if (flt.Repository == "" || strings.EqualFold(flt.Repository, e.Repository)) && (flt.PullRequest == 0 || flt.PullRequest == e.PullRequest) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Reachable answers nil: the fake is always there.
+func (f *Fake) Reachable(context.Context) error { return nil }
 
 // Status records ref and returns StatusResult (or an absent environment) and StatusErr.
 func (f *Fake) Status(_ context.Context, ref afruntime.Ref) (*afruntime.Status, error) {

@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/antifailure/af/app"
 	"github.com/antifailure/af/cmd/af/internal/factory"
@@ -36,8 +37,13 @@ for that repository), then af's comment says the environment is gone and the dep
 marked inactive. A reaper sweeps every AF_APP_REAP_INTERVAL, and once at start, for
 environments whose pull request closed without a delivery or whose TTL ran out.
 
+Each teardown is recorded (a ConfigMap in AF_APP_NAMESPACE) before anything is removed, until
+GitHub has been told; what SIGTERM cuts short or leaves queued stays recorded, and the next run
+(or the next sweep, for one that ran out of attempts) resumes it.
+
 Settings (docs/settings.md): AF_APP_ID, AF_APP_PRIVATE_KEY_FILE, AF_APP_WEBHOOK_SECRET or
-AF_APP_WEBHOOK_SECRET_FILE, AF_GITHUB_API_URL, AF_APP_WORKERS, AF_APP_COMMENT_AUTHORS, and the
+AF_APP_WEBHOOK_SECRET_FILE, AF_GITHUB_API_URL, AF_APP_WORKERS, AF_APP_NAMESPACE,
+AF_APP_COMMENT_AUTHORS, and the
 kubeconfig (or, in a pod, its service account). Logs are JSON lines on stderr, one per event,
 each with the delivery id. SIGTERM stops taking deliveries and gives in-flight teardowns 25s.`,
 		Args: cobra.NoArgs,
@@ -59,6 +65,8 @@ each with the delivery id. SIGTERM stops taking deliveries and gives in-flight t
 				return failure.Newf(failure.UsageInvalid, "--log-format %q: json or text", logFormat)
 			}
 			log := slog.New(h)
+			// client-go's own lines (throttling, API warnings) as the App's JSON lines too.
+			klog.SetSlogLogger(log.With("delivery", "", "source", "client-go"))
 			gh, err := app.NewGitHub(app.GitHubOptions{APIURL: s.APIURL, AppID: s.AppID, PrivateKey: s.PrivateKey, Authors: s.Authors, MaxWait: s.RateWait})
 			if err != nil {
 				return err
@@ -69,7 +77,14 @@ each with the delivery id. SIGTERM stops taking deliveries and gives in-flight t
 			if err != nil {
 				return err
 			}
-			srv, err := app.New(app.Config{Secret: s.WebhookSecret, Cluster: kubernetes.New(ko), GitHub: gh, Workers: s.Workers, ReapInterval: s.ReapInterval, Log: log})
+			rt := kubernetes.New(ko)
+			var journal app.Journal
+			if s.Namespace != "" {
+				journal = rt.Records(s.Namespace, "teardown")
+			} else {
+				log.Warn("AF_APP_NAMESPACE is not set: the teardown journal is kept in memory, so a teardown cut short by a restart after its namespace went leaves its comment as it was", "delivery", "")
+			}
+			srv, err := app.New(app.Config{Secret: s.WebhookSecret, Cluster: rt, GitHub: gh, Workers: s.Workers, ReapInterval: s.ReapInterval, Log: log, Journal: journal})
 			if err != nil {
 				return err
 			}

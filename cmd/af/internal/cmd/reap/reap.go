@@ -49,11 +49,10 @@ as one JSON object. The exit status is 0 when every removal succeeded, 1 otherwi
 			if !f.IO.Quiet() && !f.IO.JSON() {
 				log = slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{ReplaceAttr: dropTime}))
 			}
-			ko, err := settings.Kubernetes(f.Getenv, f.Options.Context, envtarget.Progress(f))
+			rt, err := cluster(f)
 			if err != nil {
 				return err
 			}
-			rt := kubernetes.New(ko)
 			var gh *app.GitHub
 			switch {
 			case s.AppID > 0 || len(s.PrivateKey) > 0 || s.Token != "":
@@ -67,17 +66,17 @@ as one JSON object. The exit status is 0 when every removal succeeded, 1 otherwi
 			default:
 				f.Infof("no GitHub credentials (AF_APP_ID and AF_APP_PRIVATE_KEY_FILE, or AF_GITHUB_TOKEN): only environments whose TTL ran out are removed")
 			}
-			cluster := app.Cluster(rt)
+			cl := rt
 			if repository != "" {
-				cluster = onlyRepository{rt, repository}
+				cl = onlyRepository{rt, repository}
 			}
-			reaper := &app.Reaper{Cluster: cluster, DryRun: dryRun, Log: log}
+			reaper := &app.Reaper{Cluster: cl, DryRun: dryRun, Log: log}
 			if gh != nil {
 				reaper.GitHub = gh
 			}
 			var q *collect
 			if !dryRun {
-				x := &app.Teardowner{Cluster: cluster, Log: log}
+				x := &app.Teardowner{Cluster: cl, Log: log}
 				if gh != nil {
 					x.GitHub = gh
 				}
@@ -156,13 +155,34 @@ func errorIf(err error, failed []string) error {
 	return failure.Newf(failure.TeardownIncomplete, "%d environment(s) could not be removed: %s", len(failed), strings.Join(failed, "; "))
 }
 
+// cluster is the Kubernetes runtime from af's settings, or the factory's runtime where a test
+// set one (it must list environments, as runtimetest.Fake does).
+func cluster(f *factory.Factory) (app.Cluster, error) {
+	if f.Runtime != nil {
+		rt, err := f.Runtime(nil)
+		if err != nil {
+			return nil, err
+		}
+		c, ok := rt.(app.Cluster)
+		if !ok {
+			return nil, failure.Newf(failure.UsageInvalid, "af reap needs a runtime that lists environments; %s does not", rt.Name())
+		}
+		return c, nil
+	}
+	ko, err := settings.Kubernetes(f.Getenv, f.Options.Context, envtarget.Progress(f))
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(ko), nil
+}
+
 // onlyRepository narrows the cluster's environments to one repository's.
 type onlyRepository struct {
-	*kubernetes.Runtime
+	app.Cluster
 	repository string
 }
 
 func (o onlyRepository) Environments(ctx context.Context, f afruntime.Filter) ([]afruntime.Environment, error) {
 	f.Repository = o.repository
-	return o.Runtime.Environments(ctx, f)
+	return o.Cluster.Environments(ctx, f)
 }
