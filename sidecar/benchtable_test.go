@@ -49,6 +49,12 @@ func TestBenchSidecarTable(t *testing.T) {
 	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(clusterPort),
 		"--host-record=web.af-env-bench.svc.cluster.local,10.96.0.10", "--cache-size=0", "--pid-file="+filepath.Join(dir, "c.pid"))
 
+	// A second cluster resolver answering as CoreDNS's kubernetes plugin does, with a TTL of 5
+	// seconds (the first answers with TTL 0, so that every query is relayed).
+	cluster5Port := freePort(t)
+	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(cluster5Port),
+		"--host-record=web.af-env-bench.svc.cluster.local,10.96.0.10", "--local-ttl=5", "--cache-size=0", "--pid-file="+filepath.Join(dir, "c5.pid"))
+
 	// The sidecar.
 	cfg := config.Config{
 		Environment: "bench", Namespace: "af-env-bench", Services: []string{"web"},
@@ -66,6 +72,17 @@ func TestBenchSidecarTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sc.Shutdown(context.Background()) })
+	cfg5 := cfg
+	cfg5.ClusterResolver = fmt.Sprintf("127.0.0.1:%d", cluster5Port)
+	res5, err := cfg5.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc5, err := Start(context.Background(), res5, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc5.Shutdown(context.Background()) })
 
 	// squid and tinyproxy, each a plain forward proxy on loopback, logging nothing.
 	squidPort := freePort(t)
@@ -95,6 +112,10 @@ max_filedescriptors 8192
 	dnsmasqPort := freePort(t)
 	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(dnsmasqPort),
 		"--address=/#/198.18.250.1", fmt.Sprintf("--server=/svc.cluster.local/127.0.0.1#%d", clusterPort), "--cache-size=0", "--pid-file="+filepath.Join(dir, "d.pid"))
+	// The same, keeping answers as dnsmasq does by default (150 of them), for the TTL-5 column.
+	dnsmasq5Port := freePort(t)
+	startProc(t, "dnsmasq", "-k", "--no-resolv", "--no-hosts", "--listen-address=127.0.0.1", "--bind-interfaces", "-p", strconv.Itoa(dnsmasq5Port),
+		"--address=/#/198.18.250.1", fmt.Sprintf("--server=/svc.cluster.local/127.0.0.1#%d", cluster5Port), "--cache-size=150", "--pid-file="+filepath.Join(dir, "d5.pid"))
 	time.Sleep(300 * time.Millisecond)
 
 	target := "http://" + up.Addr.String() + "/"
@@ -127,24 +148,25 @@ max_filedescriptors 8192
 	ext := filepath.Join(dir, "ext.txt")
 	writeFile(t, ext, strings.Repeat("api.example.test A\nmail.example.test A\n", 500))
 	writeFile(t, queries, strings.Repeat("web.af-env-bench.svc.cluster.local A\n", 1000))
-	fmt.Fprintf(&table, "\nDNS (dnsperf -l 10, 50 outstanding queries):\n| server | external name (own-address answer) q/s | forwarded internal name q/s |\n|---|---|---|\n")
+	fmt.Fprintf(&table, "\nDNS (dnsperf -l 10, 50 outstanding queries):\n"+
+		"| server | external name (own-address answer) q/s | forwarded internal name, resolver TTL 0: every query relayed, q/s | forwarded internal name, resolver TTL 5 as CoreDNS answers (both keep answers), q/s |\n|---|---|---|---|\n")
 	for _, s := range []struct {
-		name string
-		port string
+		name  string
+		ports [3]string
 	}{
-		{"af sidecar", portOf(sc.Addr(DNS).String())},
-		{"dnsmasq", strconv.Itoa(dnsmasqPort)},
+		{"af sidecar", [3]string{portOf(sc.Addr(DNS).String()), portOf(sc.Addr(DNS).String()), portOf(sc5.Addr(DNS).String())}},
+		{"dnsmasq", [3]string{strconv.Itoa(dnsmasqPort), strconv.Itoa(dnsmasqPort), strconv.Itoa(dnsmasq5Port)}},
 	} {
 		var qps []string
-		for _, f := range []string{ext, queries} {
-			out, err := exec.Command("dnsperf", "-s", "127.0.0.1", "-p", s.port, "-d", f, "-l", "10", "-q", "50").CombinedOutput()
+		for i, f := range []string{ext, queries, queries} {
+			out, err := exec.Command("dnsperf", "-s", "127.0.0.1", "-p", s.ports[i], "-d", f, "-l", "10", "-q", "50").CombinedOutput()
 			if err != nil {
 				t.Fatalf("dnsperf %s: %v\n%s", s.name, err, out)
 			}
 			lost := match(`Queries lost:\s+([0-9]+)`, string(out))
 			qps = append(qps, match(`Queries per second:\s+([0-9.]+)`, string(out))+" (lost "+lost+")")
 		}
-		fmt.Fprintf(&table, "| %s | %s | %s |\n", s.name, qps[0], qps[1])
+		fmt.Fprintf(&table, "| %s | %s | %s | %s |\n", s.name, qps[0], qps[1], qps[2])
 	}
 	t.Log(table.String())
 	fmt.Println(table.String())

@@ -26,6 +26,9 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 	} else {
 		defer rl.close()
 	}
+	if batchable(pc) {
+		return s.serveBatched(pc, rl, &wg)
+	}
 	for {
 		n, from, err := pc.ReadFromUDPAddrPort(buf)
 		if err != nil {

@@ -2,8 +2,11 @@ package dnsserver
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,5 +135,61 @@ func TestRelayAnswersServfailWhenTheResolverIsSilent(t *testing.T) {
 	var fwd dns.Msg
 	if err := fwd.Unpack(buf[:n]); err != nil || fwd.Question[0].Name != m.Question[0].Name {
 		t.Fatalf("forwarded %v %v", &fwd, err)
+	}
+}
+
+// Both UDP loops — the batched one (an IPv4 socket, recvmmsg/sendmmsg) and the plain one (an
+// IPv6 socket) — answer many queries at once, each with its own id and question: own-address
+// answers, relayed names the resolver does not know (never kept, so each one is relayed) and
+// one it knows.
+func TestUDPLoopsUnderLoad(t *testing.T) {
+	fc := &fakeCluster{}
+	fc.addr = serve(t, fc)
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		t.Run(addr, func(t *testing.T) {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				t.Skipf("no %s here: %v", addr, err)
+			}
+			defer pc.Close()
+			if batchable(pc.(*net.UDPConn)) != strings.HasPrefix(addr, "127.") {
+				t.Fatalf("batchable(%s) = %v", addr, !strings.HasPrefix(addr, "127."))
+			}
+			s := New(Config{Namespace: ns, ClusterDomain: "cluster.local", Services: []string{"web"}, ClusterResolver: fc.addr,
+				AdvertiseV4: netip.MustParseAddr("198.18.7.1")})
+			go func() { _ = s.ServeUDP(pc.(*net.UDPConn)) }()
+			var wg sync.WaitGroup
+			errs := make(chan error, 300)
+			for i := range 300 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					name, want := fmt.Sprintf("nope-%d.%s.svc.cluster.local.", i, ns), dns.RcodeNameError
+					switch i % 3 {
+					case 1:
+						name, want = fmt.Sprintf("api-%d.example.test.", i), dns.RcodeSuccess
+					case 2:
+						name, want = "web."+ns+".svc.cluster.local.", dns.RcodeSuccess
+					}
+					m := new(dns.Msg)
+					m.SetQuestion(name, dns.TypeA)
+					c := &dns.Client{Net: "udp", Timeout: 5 * time.Second}
+					r, _, err := c.Exchange(m, pc.LocalAddr().String())
+					switch {
+					case err != nil:
+						errs <- fmt.Errorf("%s: %v", name, err)
+					case r.Id != m.Id || r.Rcode != want || len(r.Question) != 1 || r.Question[0].Name != name:
+						errs <- fmt.Errorf("%s: id %d/%d rcode %d/%d question %v", name, r.Id, m.Id, r.Rcode, want, r.Question)
+					case want == dns.RcodeSuccess && (len(r.Answer) != 1 || r.Answer[0].Header().Name != name):
+						errs <- fmt.Errorf("%s: answer %v", name, r.Answer)
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
 	}
 }

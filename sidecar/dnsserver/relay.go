@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/ipv4"
 )
 
 // relay forwards the environment's own names to the cluster resolver as they are, byte for
@@ -27,6 +28,10 @@ type relay struct {
 	pending map[uint16]pendingQuery
 	ids     *rand.ChaCha8 // unpredictable ids, without a system call per query
 	done    chan struct{}
+
+	// upOut batches the queries the batched loop relays (that loop's goroutine only); nil
+	// when the relay writes each query as it comes.
+	upOut *outBatch
 }
 
 type pendingQuery struct {
@@ -35,6 +40,7 @@ type pendingQuery struct {
 	question []byte // the question section, to check the answer is for it
 	expires  time.Time
 	header   [12]byte
+	addr     net.Addr // from, as the batched writer needs it (nil: made from from)
 }
 
 func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration, cache *answerCache) (*relay, error) {
@@ -52,7 +58,12 @@ func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration, cache 
 		return nil, err
 	}
 	r := &relay{up: up, reply: reply, timeout: timeout, cache: cache, pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
-	go r.readAnswers()
+	if batchable(reply) && batchable(up) {
+		r.upOut = newOutBatch(ipv4.NewPacketConn(up))
+		go r.readAnswersBatched()
+	} else {
+		go r.readAnswers()
+	}
 	go r.expire()
 	return r, nil
 }
@@ -66,21 +77,30 @@ func (r *relay) close() {
 	r.up.Close()
 }
 
-// forward sends pkt (a query whose question ends at qEnd) upstream for the client at from.
-func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
+// reserve takes an id for a query for the client at from (to, for the batched writer) and
+// remembers the query under it; false when too many are in flight.
+func (r *relay) reserve(pkt []byte, qEnd int, from netip.AddrPort, to net.Addr) (uint16, bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.pending) > 4096 {
-		r.mu.Unlock()
-		return false // too many in flight: let the full path take it
+		return 0, false // too many in flight: let the full path take it
 	}
 	id := uint16(r.ids.Uint64())
 	for _, busy := r.pending[id]; busy; _, busy = r.pending[id] {
 		id = uint16(r.ids.Uint64())
 	}
-	p := pendingQuery{clientID: binary.BigEndian.Uint16(pkt[0:2]), from: from, question: append([]byte(nil), pkt[12:qEnd]...), expires: time.Now().Add(r.timeout)}
+	p := pendingQuery{clientID: binary.BigEndian.Uint16(pkt[0:2]), from: from, addr: to, question: append([]byte(nil), pkt[12:qEnd]...), expires: time.Now().Add(r.timeout)}
 	copy(p.header[:], pkt[:12])
 	r.pending[id] = p
-	r.mu.Unlock()
+	return id, true
+}
+
+// forward sends pkt (a query whose question ends at qEnd) upstream for the client at from.
+func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
+	id, ok := r.reserve(pkt, qEnd, from, nil)
+	if !ok {
+		return false
+	}
 	out := append([]byte(nil), pkt...)
 	binary.BigEndian.PutUint16(out[0:2], id)
 	if _, err := r.up.Write(out); err != nil {
@@ -90,6 +110,83 @@ func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
 		return false
 	}
 	return true
+}
+
+// queue is forward for the batched loop: the query goes upstream with the loop's next flush.
+// A batch the kernel refuses is lost as a datagram would be: its queries expire (SERVFAIL).
+func (r *relay) queue(pkt []byte, qEnd int, from netip.AddrPort, to net.Addr) bool {
+	if r.upOut == nil {
+		return r.forward(pkt, qEnd, from)
+	}
+	id, ok := r.reserve(pkt, qEnd, from, to)
+	if !ok {
+		return false
+	}
+	out := append(r.upOut.slot(), pkt...)
+	binary.BigEndian.PutUint16(out[0:2], id)
+	r.upOut.add(out, nil)
+	return true
+}
+
+// flush writes the queries queue collected.
+func (r *relay) flush() {
+	if r.upOut != nil {
+		r.upOut.flush()
+	}
+}
+
+// match takes the pending query resp answers (same id, same question), or says it is late,
+// forged or not ours.
+func (r *relay) match(resp []byte) (pendingQuery, bool) {
+	id := binary.BigEndian.Uint16(resp[0:2])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.pending[id]
+	if !ok || len(resp) < 12+len(p.question) || !bytes.Equal(resp[12:12+len(p.question)], p.question) {
+		return pendingQuery{}, false
+	}
+	delete(r.pending, id)
+	return p, true
+}
+
+// readAnswersBatched is readAnswers with recvmmsg and sendmmsg: the answers that arrived
+// together go back to their clients with one system call.
+func (r *relay) readAnswersBatched() {
+	bc := ipv4.NewPacketConn(r.up)
+	in := make([]ipv4.Message, batchSize)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, 65535)}
+	}
+	out := newOutBatch(ipv4.NewPacketConn(r.reply))
+	for {
+		n, err := bc.ReadBatch(in, 0)
+		if err != nil {
+			select {
+			case <-r.done:
+				return
+			default:
+			}
+			continue // ICMP port unreachable and the like: the queries expire
+		}
+		for i := 0; i < n; i++ {
+			resp := in[i].Buffers[0][:in[i].N]
+			if len(resp) < 12 {
+				continue
+			}
+			p, ok := r.match(resp)
+			if !ok {
+				continue
+			}
+			r.cache.store(p.question, resp)
+			binary.BigEndian.PutUint16(resp[0:2], p.clientID)
+			to := p.addr
+			if to == nil {
+				to = net.UDPAddrFromAddrPort(p.from)
+			}
+			out.add(append(out.slot(), resp...), to)
+		}
+		out.flush()
+	}
 }
 
 func (r *relay) readAnswers() {
@@ -112,15 +209,7 @@ func (r *relay) readAnswers() {
 			continue
 		}
 		resp := buf[:n]
-		id := binary.BigEndian.Uint16(resp[0:2])
-		r.mu.Lock()
-		p, ok := r.pending[id]
-		if ok && len(resp) >= 12+len(p.question) && bytes.Equal(resp[12:12+len(p.question)], p.question) {
-			delete(r.pending, id)
-		} else {
-			ok = false
-		}
-		r.mu.Unlock()
+		p, ok := r.match(resp)
 		if !ok {
 			continue // late, forged or not ours
 		}

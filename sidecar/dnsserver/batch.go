@@ -1,0 +1,124 @@
+package dnsserver
+
+// The batched UDP loop: on Linux, queries are read up to batchSize at a time (recvmmsg) and
+// what the loop answers or relays is written the same way (sendmmsg), so a busy socket pays
+// one system call for many packets instead of one each; the relay reads the cluster
+// resolver's answers and writes them back to the clients in batches too. Each packet is
+// treated exactly as the one-at-a-time loop treats it.
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+
+	"golang.org/x/net/ipv4"
+)
+
+// batchSize is how many packets one system call reads or writes at most.
+const batchSize = 32
+
+// batchable says whether pc can take the batched loop: Linux, an IPv4 socket (the sidecar's
+// DNS listens on the pod's IPv4 address; an IPv6 socket keeps the plain loop).
+func batchable(pc *net.UDPConn) bool {
+	a, ok := pc.LocalAddr().(*net.UDPAddr)
+	return runtime.GOOS == "linux" && ok && a.IP.To4() != nil
+}
+
+// outBatch collects packets to write with one sendmmsg (to each message's Addr, or on a
+// connected socket to its peer).
+type outBatch struct {
+	pc   *ipv4.PacketConn
+	ms   []ipv4.Message
+	bufs [][]byte
+}
+
+func newOutBatch(pc *ipv4.PacketConn) *outBatch {
+	b := &outBatch{pc: pc, ms: make([]ipv4.Message, 0, batchSize), bufs: make([][]byte, batchSize)}
+	for i := range b.bufs {
+		b.bufs[i] = make([]byte, 0, 512)
+	}
+	return b
+}
+
+// slot returns the buffer of the next message, emptied; add queues what was written into it.
+func (b *outBatch) slot() []byte { return b.bufs[len(b.ms)][:0] }
+
+func (b *outBatch) add(p []byte, to net.Addr) {
+	i := len(b.ms)
+	b.bufs[i] = p[:0] // keep what it grew to
+	b.ms = append(b.ms, ipv4.Message{Buffers: [][]byte{p}, Addr: to})
+	if len(b.ms) == cap(b.ms) {
+		b.flush()
+	}
+}
+
+// flush writes what is queued; a packet the kernel refuses is dropped, as a lost datagram.
+func (b *outBatch) flush() {
+	for ms := b.ms; len(ms) > 0; {
+		n, err := b.pc.WriteBatch(ms, 0)
+		switch {
+		case n > 0:
+			ms = ms[n:]
+		case err != nil:
+			ms = ms[1:] // the first one refused: drop it, send the rest
+		default:
+			ms = nil
+		}
+	}
+	for i := range b.ms {
+		b.ms[i] = ipv4.Message{}
+	}
+	b.ms = b.ms[:0]
+}
+
+// serveBatched is ServeUDP's loop on a batchable socket.
+func (s *Server) serveBatched(pc *net.UDPConn, rl *relay, wg *sync.WaitGroup) error {
+	bc := ipv4.NewPacketConn(pc)
+	in := make([]ipv4.Message, batchSize)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, 4096)}
+	}
+	out := newOutBatch(bc)
+	cache := s.cache
+	for {
+		n, err := bc.ReadBatch(in, 0)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			m := &in[i]
+			ua, ok := m.Addr.(*net.UDPAddr)
+			if !ok {
+				continue
+			}
+			from := ua.AddrPort()
+			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+			pkt := m.Buffers[0][:m.N]
+			resp, verdict, qEnd := s.fast(pkt, out.slot(), from.Addr())
+			if verdict == fastAnswered {
+				out.add(resp, ua)
+				continue
+			}
+			if verdict == fastForward && rl != nil {
+				if resp := cache.answer(pkt, qEnd, out.slot()); resp != nil {
+					out.add(resp, ua)
+					continue
+				}
+				if rl.queue(pkt, qEnd, from, ua) {
+					continue
+				}
+			}
+			q := append([]byte(nil), pkt...)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.slowUDP(pc, q, from)
+			}()
+		}
+		out.flush()
+		if rl != nil {
+			rl.flush()
+		}
+	}
+}
