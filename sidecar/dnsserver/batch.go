@@ -7,6 +7,7 @@ package dnsserver
 // treated exactly as the one-at-a-time loop treats it.
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"runtime"
@@ -72,15 +73,44 @@ func (b *outBatch) flush() {
 	b.ms = b.ms[:0]
 }
 
-// serveBatched is ServeUDP's loop on a batchable socket.
-func (s *Server) serveBatched(pc *net.UDPConn, rl *relay, wg *sync.WaitGroup) error {
+// sharedRelay returns the relay of the batched loops, made with the first loop (nil when the
+// cluster resolver is not an IPv4 address and port: those loops forward on the full path), and
+// a release for the loop to call as it ends: the last one stops the relay.
+func (s *Server) sharedRelay(pc *net.UDPConn) (*relay, func()) {
+	s.sharedMu.Lock()
+	defer s.sharedMu.Unlock()
+	if s.loops == 0 {
+		s.shared = nil
+		if rl, err := newSharedRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout, s.cache); err == nil {
+			s.shared = rl
+		}
+	}
+	s.loops++
+	rl := s.shared
+	return rl, func() {
+		s.sharedMu.Lock()
+		defer s.sharedMu.Unlock()
+		if s.loops--; s.loops == 0 && s.shared != nil {
+			s.shared.close()
+			s.shared = nil
+		}
+	}
+}
+
+// serveBatched is ServeUDP's loop on a batchable socket: it reads queries and the cluster
+// resolver's answers alike, one goroutine for both. A packet from the resolver's address is an
+// answer to a relayed query (matched by id and question, as a relay must); any other is a
+// query.
+func (s *Server) serveBatched(pc *net.UDPConn, wg *sync.WaitGroup) error {
 	bc := ipv4.NewPacketConn(pc)
 	in := make([]ipv4.Message, batchSize)
 	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, 4096)}
+		in[i].Buffers = [][]byte{make([]byte, 65535)}
 	}
 	out := newOutBatch(bc)
 	cache := s.cache
+	rl, release := s.sharedRelay(pc)
+	defer release()
 	for {
 		n, err := bc.ReadBatch(in, 0)
 		if err != nil {
@@ -95,6 +125,22 @@ func (s *Server) serveBatched(pc *net.UDPConn, rl *relay, wg *sync.WaitGroup) er
 			from := ua.AddrPort()
 			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
 			pkt := m.Buffers[0][:m.N]
+			if rl != nil && from == rl.resolver {
+				if len(pkt) < 12 {
+					continue
+				}
+				p, ok := rl.match(pkt)
+				if !ok {
+					continue // late, forged or not ours
+				}
+				cache.store(p.question, pkt)
+				binary.BigEndian.PutUint16(pkt[0:2], p.clientID)
+				out.add(append(out.slot(), pkt...), p.addr)
+				continue
+			}
+			if len(pkt) > 4096 {
+				continue // no query is this long; the buffer is sized for answers
+			}
 			resp, verdict, qEnd := s.fast(pkt, out.slot(), from.Addr())
 			if verdict == fastAnswered {
 				out.add(resp, ua)
@@ -105,7 +151,10 @@ func (s *Server) serveBatched(pc *net.UDPConn, rl *relay, wg *sync.WaitGroup) er
 					out.add(resp, ua)
 					continue
 				}
-				if rl.queue(pkt, qEnd, from, ua) {
+				if id, ok := rl.reserve(pkt, qEnd, from, ua); ok {
+					q := append(out.slot(), pkt...)
+					binary.BigEndian.PutUint16(q[0:2], id)
+					out.add(q, rl.resolverUA)
 					continue
 				}
 			}
@@ -117,8 +166,5 @@ func (s *Server) serveBatched(pc *net.UDPConn, rl *relay, wg *sync.WaitGroup) er
 			}()
 		}
 		out.flush()
-		if rl != nil {
-			rl.flush()
-		}
 	}
 }

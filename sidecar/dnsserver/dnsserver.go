@@ -54,6 +54,13 @@ type Server struct {
 	udp   *udpPool
 	tcp   *dns.Client
 
+	// shared is the relay every batched UDP loop uses: each sends its relayed queries from its
+	// own socket, and whichever socket the resolver's answers arrive at answers the clients.
+	// It lives while loops do (loops counts them).
+	sharedMu sync.Mutex
+	shared   *relay
+	loops    int
+
 	mu     sync.Mutex
 	logged map[string]time.Time
 }

@@ -20,14 +20,14 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	cache := s.cache
+	if batchable(pc) {
+		return s.serveBatched(pc, &wg)
+	}
 	rl, err := newRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout, cache)
 	if err != nil {
 		rl = nil // forwarding takes the full path
 	} else {
 		defer rl.close()
-	}
-	if batchable(pc) {
-		return s.serveBatched(pc, rl, &wg)
 	}
 	for {
 		n, from, err := pc.ReadFromUDPAddrPort(buf)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"golang.org/x/net/ipv4"
 )
 
 // relay forwards the environment's own names to the cluster resolver as they are, byte for
@@ -19,19 +18,18 @@ import (
 // and the answer comes back to the client with the client's id. It is the fast path for
 // forwarded names; names that must be rewritten (short service names) take the full path.
 type relay struct {
-	up      *net.UDPConn
-	reply   *net.UDPConn // the socket clients wrote to
-	timeout time.Duration
-	cache   *answerCache // keeps what may be kept of the answers (nil: nothing)
+	up *net.UDPConn // nil for the shared relay: the loops' own sockets send and receive
+	// resolver is where the shared relay's queries go, and whose packets are its answers.
+	resolver   netip.AddrPort
+	resolverUA *net.UDPAddr
+	reply      *net.UDPConn // the socket clients wrote to
+	timeout    time.Duration
+	cache      *answerCache // keeps what may be kept of the answers (nil: nothing)
 
 	mu      sync.Mutex
 	pending map[uint16]pendingQuery
 	ids     *rand.ChaCha8 // unpredictable ids, without a system call per query
 	done    chan struct{}
-
-	// upOut batches the queries the batched loop relays (that loop's goroutine only); nil
-	// when the relay writes each query as it comes.
-	upOut *outBatch
 }
 
 type pendingQuery struct {
@@ -58,12 +56,29 @@ func newRelay(resolver string, reply *net.UDPConn, timeout time.Duration, cache 
 		return nil, err
 	}
 	r := &relay{up: up, reply: reply, timeout: timeout, cache: cache, pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
-	if batchable(reply) && batchable(up) {
-		r.upOut = newOutBatch(ipv4.NewPacketConn(up))
-		go r.readAnswersBatched()
-	} else {
-		go r.readAnswers()
+	go r.readAnswers()
+	go r.expire()
+	return r, nil
+}
+
+// newSharedRelay is the relay of the batched loops: no socket of its own (each loop sends its
+// queries from the socket the clients wrote to, and reads the answers there too), one table of
+// queries in flight for them all. reply writes the SERVFAILs of queries that time out.
+func newSharedRelay(resolver string, reply *net.UDPConn, timeout time.Duration, cache *answerCache) (*relay, error) {
+	ap, err := netip.ParseAddrPort(resolver)
+	if err != nil {
+		return nil, err
 	}
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if !ap.Addr().Is4() {
+		return nil, net.InvalidAddrError("the shared relay serves IPv4 sockets: " + resolver)
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, err
+	}
+	r := &relay{resolver: ap, resolverUA: net.UDPAddrFromAddrPort(ap), reply: reply, timeout: timeout, cache: cache,
+		pending: map[uint16]pendingQuery{}, ids: rand.NewChaCha8(seed), done: make(chan struct{})}
 	go r.expire()
 	return r, nil
 }
@@ -74,7 +89,9 @@ func (r *relay) close() {
 	default:
 		close(r.done)
 	}
-	r.up.Close()
+	if r.up != nil {
+		r.up.Close()
+	}
 }
 
 // reserve takes an id for a query for the client at from (to, for the batched writer) and
@@ -112,29 +129,6 @@ func (r *relay) forward(pkt []byte, qEnd int, from netip.AddrPort) bool {
 	return true
 }
 
-// queue is forward for the batched loop: the query goes upstream with the loop's next flush.
-// A batch the kernel refuses is lost as a datagram would be: its queries expire (SERVFAIL).
-func (r *relay) queue(pkt []byte, qEnd int, from netip.AddrPort, to net.Addr) bool {
-	if r.upOut == nil {
-		return r.forward(pkt, qEnd, from)
-	}
-	id, ok := r.reserve(pkt, qEnd, from, to)
-	if !ok {
-		return false
-	}
-	out := append(r.upOut.slot(), pkt...)
-	binary.BigEndian.PutUint16(out[0:2], id)
-	r.upOut.add(out, nil)
-	return true
-}
-
-// flush writes the queries queue collected.
-func (r *relay) flush() {
-	if r.upOut != nil {
-		r.upOut.flush()
-	}
-}
-
 // match takes the pending query resp answers (same id, same question), or says it is late,
 // forged or not ours.
 func (r *relay) match(resp []byte) (pendingQuery, bool) {
@@ -147,46 +141,6 @@ func (r *relay) match(resp []byte) (pendingQuery, bool) {
 	}
 	delete(r.pending, id)
 	return p, true
-}
-
-// readAnswersBatched is readAnswers with recvmmsg and sendmmsg: the answers that arrived
-// together go back to their clients with one system call.
-func (r *relay) readAnswersBatched() {
-	bc := ipv4.NewPacketConn(r.up)
-	in := make([]ipv4.Message, batchSize)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, 65535)}
-	}
-	out := newOutBatch(ipv4.NewPacketConn(r.reply))
-	for {
-		n, err := bc.ReadBatch(in, 0)
-		if err != nil {
-			select {
-			case <-r.done:
-				return
-			default:
-			}
-			continue // ICMP port unreachable and the like: the queries expire
-		}
-		for i := 0; i < n; i++ {
-			resp := in[i].Buffers[0][:in[i].N]
-			if len(resp) < 12 {
-				continue
-			}
-			p, ok := r.match(resp)
-			if !ok {
-				continue
-			}
-			r.cache.store(p.question, resp)
-			binary.BigEndian.PutUint16(resp[0:2], p.clientID)
-			to := p.addr
-			if to == nil {
-				to = net.UDPAddrFromAddrPort(p.from)
-			}
-			out.add(append(out.slot(), resp...), to)
-		}
-		out.flush()
-	}
 }
 
 func (r *relay) readAnswers() {
