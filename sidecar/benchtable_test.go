@@ -60,7 +60,9 @@ func TestBenchSidecarTable(t *testing.T) {
 		Environment: "bench", Namespace: "af-env-bench", Services: []string{"web"},
 		ClusterResolver: fmt.Sprintf("127.0.0.1:%d", clusterPort), AdvertiseIPv4: "198.18.250.1",
 		Egress: manifest.Egress{Default: "block", Rules: []manifest.EgressRule{{CIDR: up.Addr.String() + "/32"}}},
-		Listen: config.Listen{Proxy: "127.0.0.1:0", DNS: "127.0.0.1:0", Control: "127.0.0.1:0"},
+		// DNS on the dual-stack socket, as the sidecar's default ":53" opens it in a pod (asked
+		// at 127.0.0.1 only).
+		Listen: config.Listen{Proxy: "127.0.0.1:0", DNS: ":0", Control: "127.0.0.1:0"},
 		Limits: config.Limits{MaxConns: 4096},
 	}
 	res, err := cfg.Resolve()

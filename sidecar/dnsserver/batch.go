@@ -14,27 +14,52 @@ import (
 	"sync"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // batchSize is how many packets one system call reads or writes at most.
 const batchSize = 32
 
-// batchable says whether pc can take the batched loop: Linux, an IPv4 socket (the sidecar's
-// DNS listens on the pod's IPv4 address; an IPv6 socket keeps the plain loop).
-func batchable(pc *net.UDPConn) bool {
+// batchable says whether pc can take the batched loop, whose relay sends from pc itself: on
+// Linux, when pc can reach the cluster resolver, an IPv4 address — pc is an IPv4 socket, or the
+// dual-stack socket ":53" opens (IPv4 clients arrive there as mapped addresses and are answered
+// with IPv4 ones, which Linux sends on such a socket). Anything else keeps the plain loop and
+// its relay's own socket.
+func batchable(pc *net.UDPConn, resolver string) bool {
 	a, ok := pc.LocalAddr().(*net.UDPAddr)
-	return runtime.GOOS == "linux" && ok && a.IP.To4() != nil
+	if runtime.GOOS != "linux" || !ok {
+		return false
+	}
+	r, err := netip.ParseAddrPort(resolver)
+	if err != nil || !r.Addr().Unmap().Is4() {
+		return false
+	}
+	return a.IP.To4() != nil || a.IP.IsUnspecified()
+}
+
+// batchConn reads and writes many datagrams per system call: ipv4.PacketConn or
+// ipv6.PacketConn, by the socket's family (their messages are one type).
+type batchConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+}
+
+func newBatchConn(pc *net.UDPConn) batchConn {
+	if a, ok := pc.LocalAddr().(*net.UDPAddr); ok && a.IP.To4() != nil {
+		return ipv4.NewPacketConn(pc)
+	}
+	return ipv6.NewPacketConn(pc)
 }
 
 // outBatch collects packets to write with one sendmmsg (to each message's Addr, or on a
 // connected socket to its peer).
 type outBatch struct {
-	pc   *ipv4.PacketConn
+	pc   batchConn
 	ms   []ipv4.Message
 	bufs [][]byte
 }
 
-func newOutBatch(pc *ipv4.PacketConn) *outBatch {
+func newOutBatch(pc batchConn) *outBatch {
 	b := &outBatch{pc: pc, ms: make([]ipv4.Message, 0, batchSize), bufs: make([][]byte, batchSize)}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, 0, 512)
@@ -102,7 +127,7 @@ func (s *Server) sharedRelay(pc *net.UDPConn) (*relay, func()) {
 // answer to a relayed query (matched by id and question, as a relay must); any other is a
 // query.
 func (s *Server) serveBatched(pc *net.UDPConn, wg *sync.WaitGroup) error {
-	bc := ipv4.NewPacketConn(pc)
+	bc := newBatchConn(pc)
 	in := make([]ipv4.Message, batchSize)
 	for i := range in {
 		in[i].Buffers = [][]byte{make([]byte, 65535)}

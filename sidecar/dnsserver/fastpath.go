@@ -20,7 +20,7 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	cache := s.cache
-	if batchable(pc) {
+	if batchable(pc, s.cfg.ClusterResolver) {
 		return s.serveBatched(pc, &wg)
 	}
 	rl, err := newRelay(s.cfg.ClusterResolver, pc, s.cfg.ForwardTimeout, cache)

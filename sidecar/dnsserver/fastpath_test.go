@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -140,23 +140,30 @@ func TestRelayAnswersServfailWhenTheResolverIsSilent(t *testing.T) {
 	}
 }
 
-// Both UDP loops — the batched one (an IPv4 socket, recvmmsg/sendmmsg) and the plain one (an
-// IPv6 socket) — answer many queries at once, each with its own id and question: own-address
-// answers, relayed names the resolver does not know (never kept, so each one is relayed) and
-// one it knows.
+// The UDP loops answer many queries at once on every kind of socket the sidecar may open (the
+// batched loop with its shared relay on IPv4 and dual-stack sockets, the plain loop with its
+// relay's own socket on an IPv6 one), each with its own id and question:
+// own-address answers, relayed names the resolver does not know (never kept, so each one is
+// relayed) and one it knows.
 func TestUDPLoopsUnderLoad(t *testing.T) {
 	fc := &fakeCluster{}
 	fc.addr = serve(t, fc)
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
-		t.Run(addr, func(t *testing.T) {
-			pc, err := net.ListenPacket("udp", addr)
+	// An IPv4 socket; an IPv6 one; the dual-stack one ":53" opens, asked over IPv4 (mapped
+	// addresses in, IPv4 answers out) and over IPv6.
+	for _, c := range []struct{ listen, ask string }{
+		{"127.0.0.1:0", "127.0.0.1"}, {"[::1]:0", "::1"}, {":0", "127.0.0.1"}, {":0", "::1"},
+	} {
+		t.Run(c.listen+" asked at "+c.ask, func(t *testing.T) {
+			pc, err := net.ListenPacket("udp", c.listen)
 			if err != nil {
-				t.Skipf("no %s here: %v", addr, err)
+				t.Skipf("no %s here: %v", c.listen, err)
 			}
 			defer pc.Close()
-			if batchable(pc.(*net.UDPConn)) != strings.HasPrefix(addr, "127.") {
-				t.Fatalf("batchable(%s) = %v", addr, !strings.HasPrefix(addr, "127."))
+			// An IPv6-only socket cannot reach an IPv4 resolver from itself: the plain loop.
+			if b := batchable(pc.(*net.UDPConn), fc.addr); b != (c.listen != "[::1]:0") {
+				t.Fatalf("batchable(%s) = %v", c.listen, b)
 			}
+			ask := net.JoinHostPort(c.ask, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))
 			s := New(Config{Namespace: ns, ClusterDomain: "cluster.local", Services: []string{"web"}, ClusterResolver: fc.addr,
 				AdvertiseV4: netip.MustParseAddr("198.18.7.1")})
 			go func() { _ = s.ServeUDP(pc.(*net.UDPConn)) }()
@@ -184,7 +191,7 @@ func TestUDPLoopsUnderLoad(t *testing.T) {
 					var r *dns.Msg
 					var err error
 					for try := 0; try < 3; try++ {
-						if r, _, err = c.Exchange(m, pc.LocalAddr().String()); err == nil {
+						if r, _, err = c.Exchange(m, ask); err == nil {
 							break
 						}
 					}
