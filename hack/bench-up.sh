@@ -90,11 +90,19 @@ split() { python3 -c 'import sys; docs=sys.stdin.read().split("\n---\n"); print(
 
 printf '%-4s %-8s %-9s %-8s %-9s %-9s | %-13s %-13s %-13s\n' run "af up" sidecar probe services "af down" "kubectl up" "same order" "kubectl down"
 ups=() probes=() downs=() orders=() kdowns=()
+: >"$work/gates.txt"
 for i in $(seq "$runs"); do
   t=$(date +%s%N)
   "$af" up -f "$manifest" --env bench -q -o json --image "web=$web_image" --image "worker=$worker_image" >"$work/up.json"
   up=$(ms "$t")
   phases=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p={x["name"]:x["elapsed_ns"]//1000000 for x in d["phases"]}; print(p["sidecar"], p["probe"], p["services"])' "$work/up.json")
+  # The gate's own time to its verdict in each pod of the environment (P9), from its verdict
+  # line: the services' pods and the migration's (the probe's pod is gone by now).
+  env_ns=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["namespace"])' "$work/up.json")
+  for pod in $(kubectl -n "$env_ns" get pods -o name); do
+    kubectl -n "$env_ns" logs "$pod" -c af-gate 2>/dev/null | sed -n 's/^AF-VERDICT //p' |
+      python3 -c 'import json,sys; [print(int(json.loads(l)["ms"])) for l in sys.stdin if l.strip()]'
+  done >>"$work/gates.txt"
   t=$(date +%s%N)
   "$af" down -f "$manifest" --env bench -q
   down=$(ms "$t")
@@ -133,6 +141,10 @@ for p in d["phases"]:
 ' "$work/up.json"
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 mu=$(median "${ups[@]}") mp=$(median "${probes[@]}") md=$(median "${downs[@]}") mo=$(median "${orders[@]}") mk=$(median "${kdowns[@]}")
+mapfile -t gates <"$work/gates.txt"
+if [ "${#gates[@]}" -gt 0 ]; then
+  echo "gate per pod start (its own time to the verdict, this cluster drops): median $(median "${gates[@]}")ms over ${#gates[@]} pods, max $(printf '%s\n' "${gates[@]}" | sort -n | tail -1)ms"
+fi
 echo "medians: af up ${mu}ms (probe ${mp}ms), kubectl same order ${mo}ms, af down ${md}ms, namespace delete ${mk}ms"
 awk -v u="$mu" -v p="$mp" -v o="$mo" 'BEGIN {printf "ratio af-up/kubectl-same-order = %.2f\n", (u-p)/o}'
 awk -v d="$md" -v k="$mk" 'BEGIN {printf "ratio af-down/namespace-delete = %.2f\n", d/k}'
