@@ -105,23 +105,15 @@ func mustSchema(t testing.TB, event, action string) *jsonschema.Schema {
 func Event(t testing.TB, event, action string) map[string]any {
 	t.Helper()
 	s := mustSchema(t, event, action)
-	for _, e := range examples {
-		if e.Name != event {
+	for _, ex := range examplesOf(event, action) {
+		b, _ := json.Marshal(ex)
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+		if err != nil || s.Validate(v) != nil {
 			continue
 		}
-		for _, ex := range e.Examples {
-			if a, _ := ex["action"].(string); a != action {
-				continue
-			}
-			b, _ := json.Marshal(ex)
-			v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
-			if err != nil || s.Validate(v) != nil {
-				continue
-			}
-			var out map[string]any
-			_ = json.Unmarshal(b, &out)
-			return out
-		}
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return out
 	}
 	// Older examples of some actions no longer pass the current description: derive one from
 	// the opened example, with the fields the action adds.
@@ -155,34 +147,42 @@ func Event(t testing.TB, event, action string) map[string]any {
 	// The installation examples predate the description: timestamps as numbers, fields it has
 	// since made required. Bring the first one up to it.
 	if event == "installation" || event == "installation_repositories" {
-		for _, e := range examples {
-			if e.Name != event {
-				continue
+		for _, ex := range examplesOf(event, action) {
+			b, _ := json.Marshal(ex)
+			var ev map[string]any
+			_ = json.Unmarshal(b, &ev)
+			if in, ok := ev["installation"].(map[string]any); ok {
+				in["app_slug"] = "af-previews"
+				in["created_at"], in["updated_at"] = "2026-11-30T09:00:00Z", "2026-11-30T09:00:00Z"
+				in["suspended_by"], in["suspended_at"] = nil, nil
 			}
-			for _, ex := range e.Examples {
-				if a, _ := ex["action"].(string); a != action {
-					continue
-				}
-				b, _ := json.Marshal(ex)
-				var ev map[string]any
-				_ = json.Unmarshal(b, &ev)
-				if in, ok := ev["installation"].(map[string]any); ok {
-					in["app_slug"] = "af-previews"
-					in["created_at"], in["updated_at"] = "2026-11-30T09:00:00Z", "2026-11-30T09:00:00Z"
-					in["suspended_by"], in["suspended_at"] = nil, nil
-				}
-				if _, ok := ev["requester"]; !ok && event == "installation_repositories" {
-					ev["requester"] = nil
-				}
-				b, _ = json.Marshal(ev)
-				if v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b))); err == nil && s.Validate(v) == nil {
-					return ev
-				}
+			if _, ok := ev["requester"]; !ok && event == "installation_repositories" {
+				ev["requester"] = nil
+			}
+			b, _ = json.Marshal(ev)
+			if v, err := jsonschema.UnmarshalJSON(strings.NewReader(string(b))); err == nil && s.Validate(v) == nil {
+				return ev
 			}
 		}
 	}
 	t.Fatalf("no example %s %s in %s passes GitHub's webhook description", event, action, ExamplesPackage)
 	return nil
+}
+
+// examplesOf returns the published examples of event with action (loaded by mustSchema).
+func examplesOf(event, action string) []map[string]any {
+	var out []map[string]any
+	for _, e := range examples {
+		if e.Name != event {
+			continue
+		}
+		for _, ex := range e.Examples {
+			if a, _ := ex["action"].(string); a == action {
+				out = append(out, ex)
+			}
+		}
+	}
+	return out
 }
 
 // ValidateEvent fails the test when GitHub's webhook description refuses payload.

@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "d87eaf11121ef383"
+const EngineDigest = "c5eb308471d65974"

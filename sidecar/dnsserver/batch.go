@@ -183,12 +183,7 @@ func (s *Server) serveBatched(pc *net.UDPConn, wg *sync.WaitGroup) error {
 					continue
 				}
 			}
-			q := append([]byte(nil), pkt...)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.slowUDP(pc, q, from)
-			}()
+			s.goSlow(wg, pc, pkt, from)
 		}
 		out.flush()
 	}

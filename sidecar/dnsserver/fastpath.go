@@ -50,13 +50,19 @@ func (s *Server) ServeUDP(pc *net.UDPConn) error {
 				continue
 			}
 		}
-		q := append([]byte(nil), pkt...)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.slowUDP(pc, q, from)
-		}()
+		s.goSlow(&wg, pc, pkt, from)
 	}
+}
+
+// goSlow answers pkt on the full path in a goroutine of its own, with a copy of it (the loop's
+// buffer is read into again).
+func (s *Server) goSlow(wg *sync.WaitGroup, pc *net.UDPConn, pkt []byte, from netip.AddrPort) {
+	q := append([]byte(nil), pkt...)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.slowUDP(pc, q, from)
+	}()
 }
 
 func (s *Server) slowUDP(pc *net.UDPConn, pkt []byte, from netip.AddrPort) {

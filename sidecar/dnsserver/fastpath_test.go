@@ -185,16 +185,7 @@ func TestUDPLoopsUnderLoad(t *testing.T) {
 					}
 					m := new(dns.Msg)
 					m.SetQuestion(name, dns.TypeA)
-					// A datagram can be lost when the socket's buffer is full (the race detector
-					// slows the loop); a stub resolver asks again, and so does this one, twice.
-					c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
-					var r *dns.Msg
-					var err error
-					for try := 0; try < 3; try++ {
-						if r, _, err = c.Exchange(m, ask); err == nil {
-							break
-						}
-					}
+					r, err := askAgain(m, ask)
 					switch {
 					case err != nil:
 						errs <- fmt.Errorf("%s: %v", name, err)
@@ -255,14 +246,7 @@ func TestSharedRelayAcrossSockets(t *testing.T) {
 			name := fmt.Sprintf("nope-%d.%s.svc.cluster.local.", i, ns)
 			m := new(dns.Msg)
 			m.SetQuestion(name, dns.TypeA)
-			c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
-			var r *dns.Msg
-			var err error
-			for try := 0; try < 3; try++ {
-				if r, _, err = c.Exchange(m, first.LocalAddr().String()); err == nil {
-					break
-				}
-			}
+			r, err := askAgain(m, first.LocalAddr().String())
 			if err != nil || r.Id != m.Id || r.Rcode != dns.RcodeNameError || r.Question[0].Name != name {
 				t.Errorf("%s: %v %v", name, r, err)
 			}
@@ -284,4 +268,18 @@ func TestSharedRelayAcrossSockets(t *testing.T) {
 	if s.shared != nil || s.loops != 0 {
 		t.Fatalf("the shared relay outlived its loops: %v, %d loops", s.shared, s.loops)
 	}
+}
+
+// askAgain asks m over UDP up to three times: a datagram can be lost when a socket's buffer is
+// full (the race detector slows the loops), and a stub resolver asks again too.
+func askAgain(m *dns.Msg, addr string) (*dns.Msg, error) {
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	var r *dns.Msg
+	var err error
+	for try := 0; try < 3; try++ {
+		if r, _, err = c.Exchange(m, addr); err == nil {
+			break
+		}
+	}
+	return r, err
 }
