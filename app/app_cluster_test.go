@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/antifailure/af/prreport"
-	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/testcluster"
 )
@@ -308,7 +307,7 @@ func TestAppOnTheCluster(t *testing.T) {
 	t.Run("a teardown cut short after its namespace went: the next run resumes it from the ConfigMap", func(t *testing.T) {
 		fx.s.preview(t, 109)
 		fx.environment(t, "af-env-shop-pr-109", testRepo, 109, time.Time{}, true, 1)
-		cut := &removedThenCut{Runtime: fx.rt, removed: make(chan struct{})}
+		cut := &cutAfterDown{Cluster: fx.rt, removed: make(chan struct{})}
 		first, err := New(Config{Secret: secret, Cluster: cut, GitHub: fx.s.gh, Grace: time.Second, ReapInterval: time.Hour, Journal: fx.journal})
 		if err != nil {
 			t.Fatal(err)
@@ -361,22 +360,6 @@ func TestAppOnTheCluster(t *testing.T) {
 		waitFor(t, 2*time.Minute, func() bool { c := fx.s.Comments(107); return len(c) == 1 && prreport.IsGone(c[0].Body) })
 		fx.gonePR(t, 107, ReasonClosed)
 	})
-}
-
-// removedThenCut is the Kubernetes runtime whose Down, once the namespace is gone, hangs until
-// cancelled: a shutdown between the removal and GitHub being told.
-type removedThenCut struct {
-	*kubernetes.Runtime
-	removed chan struct{}
-}
-
-func (c *removedThenCut) Down(ctx context.Context, ref afruntime.Ref) error {
-	if err := c.Runtime.Down(ctx, ref); err != nil {
-		return err
-	}
-	close(c.removed)
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 // testLog writes the App's log lines to the test's log.

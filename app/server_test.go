@@ -171,15 +171,15 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// removedThenStuck removes the namespace, then hangs until cancelled: shutdown catches the
-// teardown after the namespace is gone and before GitHub was told.
-type removedThenStuck struct {
-	*memCluster
+// cutAfterDown is a cluster whose Down, once the namespace is gone, hangs until cancelled:
+// shutdown catches the teardown after the namespace went and before GitHub was told.
+type cutAfterDown struct {
+	Cluster
 	removed chan struct{}
 }
 
-func (c *removedThenStuck) Down(ctx context.Context, ref afruntime.Ref) error {
-	if err := c.memCluster.Down(ctx, ref); err != nil {
+func (c *cutAfterDown) Down(ctx context.Context, ref afruntime.Ref) error {
+	if err := c.Cluster.Down(ctx, ref); err != nil {
 		return err
 	}
 	close(c.removed)
@@ -194,7 +194,8 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 	s := newStandin(t)
 	s.preview(t, 11)
 	j := &MemoryJournal{} // stands for the ConfigMaps that outlive the pod
-	c := &removedThenStuck{memCluster: newMemCluster(prEnv(11)), removed: make(chan struct{})}
+	mc := newMemCluster(prEnv(11))
+	c := &cutAfterDown{Cluster: mc, removed: make(chan struct{})}
 	first, err := New(Config{Secret: secret, Cluster: c, GitHub: s.gh, Grace: 200 * time.Millisecond, ReapInterval: time.Hour, Journal: j})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if c.left() != 0 {
+	if mc.left() != 0 {
 		t.Fatal("the namespace should be gone already")
 	}
 	if cs := s.Comments(11); len(cs) != 1 || prreport.IsGone(cs[0].Body) {
@@ -221,7 +222,7 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 		t.Fatalf("records after shutdown: %v", recs)
 	}
 
-	second, err := New(Config{Secret: secret, Cluster: c.memCluster, GitHub: s.gh, ReapInterval: time.Hour, Journal: j})
+	second, err := New(Config{Secret: secret, Cluster: mc, GitHub: s.gh, ReapInterval: time.Hour, Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
