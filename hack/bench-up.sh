@@ -100,7 +100,7 @@ for i in $(seq "$runs"); do
   # line: the services' pods and the migration's (the probe's pod is gone by now).
   env_ns=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["namespace"])' "$work/up.json")
   for pod in $(kubectl -n "$env_ns" get pods -o name); do
-    kubectl -n "$env_ns" logs "$pod" -c af-gate 2>/dev/null | sed -n 's/^AF-VERDICT //p' |
+    { kubectl -n "$env_ns" logs "$pod" -c af-gate 2>/dev/null || true; } | sed -n 's/^AF-VERDICT //p' |
       python3 -c 'import json,sys; [print(int(json.loads(l)["ms"])) for l in sys.stdin if l.strip()]'
   done >>"$work/gates.txt"
   t=$(date +%s%N)
