@@ -65,26 +65,10 @@ func TestBenchSidecarTable(t *testing.T) {
 		Listen: config.Listen{Proxy: "127.0.0.1:0", DNS: ":0", Control: "127.0.0.1:0"},
 		Limits: config.Limits{MaxConns: 4096},
 	}
-	res, err := cfg.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, err := Start(context.Background(), res, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc.Shutdown(context.Background()) })
+	sc := benchSidecar(t, cfg)
 	cfg5 := cfg
 	cfg5.ClusterResolver = fmt.Sprintf("127.0.0.1:%d", cluster5Port)
-	res5, err := cfg5.Resolve()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc5, err := Start(context.Background(), res5, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc5.Shutdown(context.Background()) })
+	sc5 := benchSidecar(t, cfg5)
 
 	// squid and tinyproxy, each a plain forward proxy on loopback, logging nothing.
 	squidPort := freePort(t)
@@ -172,6 +156,21 @@ max_filedescriptors 8192
 	}
 	t.Log(table.String())
 	fmt.Println(table.String())
+}
+
+// benchSidecar starts a sidecar from cfg, logging nothing, shut down when the test ends.
+func benchSidecar(t *testing.T, cfg config.Config) *Sidecar {
+	t.Helper()
+	res, err := cfg.Resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Start(context.Background(), res, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Shutdown(context.Background()) })
+	return sc
 }
 
 // tunnel reads total bytes from target, through a CONNECT proxy when proxyURL is set, and
