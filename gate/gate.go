@@ -104,6 +104,9 @@ type Result struct {
 	// Reason says why there is no answer, when there is none.
 	Reason string  `json:"reason,omitempty"`
 	MS     float64 `json:"ms"`
+	// SidecarMS is how long the check waited for the sidecar before the first round that
+	// tried the routes (the rest of MS is the rounds'); 0 when no round did.
+	SidecarMS float64 `json:"sidecar_ms,omitempty"`
 }
 
 // Exit returns the process exit status for the verdict.
@@ -204,6 +207,9 @@ func Check(ctx context.Context, cfg Config) Result {
 		return n
 	}
 	count := func(r roundResult) {
+		if r.before == nil && res.SidecarMS == 0 {
+			res.SidecarMS = ms(r.began.Sub(start))
+		}
 		if r.before != nil {
 			lastReason = "the sidecar did not answer before the round: " + r.before.Error()
 			cfg.log("round=%d route=sidecar target=%s outcome=unreachable detail=%q", r.n, cfg.Sidecar, r.before.Error())
@@ -318,6 +324,7 @@ func Check(ctx context.Context, cfg Config) Result {
 // roundResult is one round: the sidecar before it, every route, the sidecar after it.
 type roundResult struct {
 	n             int
+	began         time.Time // when its attempts began (its sidecar check done)
 	before, after error
 	attempts      []Attempt
 	cut           bool
@@ -388,7 +395,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func runRound(ctx context.Context, cfg Config, round int, begun chan<- time.Time) roundResult {
 	r := roundResult{n: round}
 	r.before = sidecarUp(ctx, cfg)
-	begun <- time.Now()
+	r.began = time.Now()
+	begun <- r.began
 	if r.before != nil {
 		return r
 	}
@@ -513,19 +521,12 @@ func sidecarUp(ctx context.Context, cfg Config) error {
 	if cfg.Sidecar == "" {
 		return fmt.Errorf("no sidecar address configured")
 	}
-	var lastErr error
-	for i := 0; i < 3; i++ {
-		c, err := (&net.Dialer{Timeout: cfg.Timeout}).DialContext(ctx, "tcp", cfg.Sidecar)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return lastErr
+	// Three attempts' time to answer, tried afresh every 100 ms: a sidecar that becomes
+	// reachable meanwhile (its address routed a moment after it is ready) answers the next try
+	// rather than the retransmission of a dropped one.
+	ctx, cancel := context.WithTimeout(ctx, 3*cfg.Timeout)
+	defer cancel()
+	return firstAccept(ctx, cfg.Sidecar, 100*time.Millisecond, cfg.Timeout, nil)
 }
 
 func isTimeout(err error) bool {

@@ -219,10 +219,13 @@ type podEvent struct {
 	workload string
 	role     string
 	ready    bool
+	// started: an application container (any but the gate) was seen running or ended.
+	started bool
 }
 
 // watchPods records every pod of an environment, from before af up creates its namespace:
-// when each was first seen, first seen ready, and seen gone. It lists every 100 ms rather than
+// when each was first seen, first seen with an application container started, first seen
+// ready, and seen gone. It lists every 100 ms rather than
 // watching: this API server's watch cache can lag a fresh watch ("too large resource
 // version") and a lost event would hide exactly what is being checked.
 func watchPods(t *testing.T, kube kubernetes.Interface, id string) func() []podEvent {
@@ -233,6 +236,7 @@ func watchPods(t *testing.T, kube kubernetes.Interface, id string) func() []podE
 		defer close(done)
 		live := map[string]bool{}
 		ready := map[string]bool{}
+		started := map[string]bool{}
 		for ctx.Err() == nil {
 			list, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: LabelEnvironment + "=" + id})
 			if err == nil {
@@ -245,6 +249,12 @@ func watchPods(t *testing.T, kube kubernetes.Interface, id string) func() []podE
 						live[pod.Name] = true
 						e.kind = watch.Added
 						events = append(events, e)
+					}
+					if !started[pod.Name] && appStarted(&pod) {
+						started[pod.Name] = true
+						e.kind, e.started = watch.Modified, true
+						events = append(events, e)
+						e.started = false
 					}
 					for _, c := range pod.Status.Conditions {
 						if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && !ready[pod.Name] {
@@ -277,6 +287,25 @@ func watchPods(t *testing.T, kube kubernetes.Interface, id string) func() []podE
 		<-done
 		return events
 	}
+}
+
+// appStarted reports whether any container of the pod but the gate has run: the probe's one
+// container is af's own and counts as none.
+func appStarted(pod *corev1.Pod) bool {
+	if pod.Labels[LabelWorkload] == WorkloadProbe {
+		return false
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if cs.Name == GateContainer {
+				continue
+			}
+			if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func workloadOf(events []podEvent, name string) string {

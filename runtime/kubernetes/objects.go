@@ -125,6 +125,9 @@ type env struct {
 	Cluster []netip.Prefix
 	// PullSecret names the image pull secret every pod gets, when the registry needs one.
 	PullSecret string
+	// Holds are the hold addresses (ClusterIP:port) of the workloads that have one, by
+	// holdName; a pod of a workload with none starts once its gate passes.
+	Holds map[string]string
 	// timeline records af up's phases (nil outside af up).
 	timeline *timeline
 }
@@ -404,15 +407,15 @@ func size(r *manifest.Resources) corev1.ResourceRequirements {
 
 // gate is the trusted init container: the engine image, never the application's, with the
 // application's size so the pod keeps its QoS class.
-func (e *env) gate(res corev1.ResourceRequirements, args ...string) corev1.Container {
+func (e *env) gate(res corev1.ResourceRequirements, hold string) corev1.Container {
 	yes, no := true, false
 	user := int64(engineUser)
 	c := corev1.Container{
 		Name:            GateContainer,
 		Image:           e.EngineImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Args:            append([]string{"gate"}, args...),
-		Env:             e.gateEnv(),
+		Args:            []string{"gate"},
+		Env:             e.gateEnv(hold),
 		Resources:       res,
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot: &yes, RunAsUser: &user, RunAsGroup: &user,
@@ -424,11 +427,14 @@ func (e *env) gate(res corev1.ResourceRequirements, args ...string) corev1.Conta
 	return c
 }
 
-func (e *env) gateEnv() []corev1.EnvVar {
+func (e *env) gateEnv(hold string) []corev1.EnvVar {
 	vars := []corev1.EnvVar{{Name: "AF_SIDECAR", Value: e.sidecarProxy()}}
+	if hold != "" {
+		vars = append(vars, corev1.EnvVar{Name: "AF_GATE_HOLD", Value: hold})
+	}
 	keys := make([]string, 0, len(e.GateEnv))
 	for k := range e.GateEnv {
-		if k != "AF_GATE_NODE" && k != "AF_SIDECAR" {
+		if k != "AF_GATE_NODE" && k != "AF_SIDECAR" && k != "AF_GATE_HOLD" {
 			keys = append(keys, k)
 		}
 	}
@@ -445,8 +451,8 @@ func (e *env) gateEnv() []corev1.EnvVar {
 }
 
 // podSpec is the spec every customer-code pod gets: no token, DNS only through the sidecar,
-// the proxy variables, the gate first.
-func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart corev1.RestartPolicy) corev1.PodSpec {
+// the proxy variables, the gate first, held by the hold named (when the workload has one).
+func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart corev1.RestartPolicy, hold string) corev1.PodSpec {
 	no := false
 	res := size(s.Resources)
 	c := corev1.Container{
@@ -479,7 +485,7 @@ func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart c
 			// only.
 			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ping_group_range", Value: pingGroup}},
 		},
-		InitContainers: []corev1.Container{e.gate(res)},
+		InitContainers: []corev1.Container{e.gate(res, e.Holds[hold])},
 		Containers:     []corev1.Container{c},
 	}
 }
@@ -512,9 +518,10 @@ func (e *env) serviceEnv(s *manifest.Service) []corev1.EnvVar {
 // probePod runs `af probe` under exactly the labels and policies a service gets.
 func (e *env) probePod() *corev1.Pod {
 	s := &manifest.Service{}
-	spec := e.podSpec(ProbeName, s, nil, corev1.RestartPolicyNever)
-	// The probe is the gate's check run as the pod's only container: no application image.
-	probe := e.gate(corev1.ResourceRequirements{})
+	spec := e.podSpec(ProbeName, s, nil, corev1.RestartPolicyNever, "")
+	// The probe is the gate's check run as the pod's only container: no application image,
+	// and no hold.
+	probe := e.gate(corev1.ResourceRequirements{}, "")
 	probe.Name = "probe"
 	probe.Args = []string{"probe"}
 	spec.InitContainers = nil
@@ -532,7 +539,7 @@ func (e *env) probePod() *corev1.Pod {
 // migrationJob runs a service's migrate command once, gated, never retried.
 func (e *env) migrationJob(name string, s *manifest.Service) *batchv1.Job {
 	zero := int32(0)
-	spec := e.podSpec(name, s, s.Migrate.Argv(), corev1.RestartPolicyNever)
+	spec := e.podSpec(name, s, s.Migrate.Argv(), corev1.RestartPolicyNever, migrationHold(name))
 	labels := e.labels(RoleService, name)
 	labels[LabelWorkload] = WorkloadMigration
 	h := specHash(spec)
@@ -563,7 +570,7 @@ func (e *env) deployment(name string, s *manifest.Service) *appsv1.Deployment {
 	labels := e.labels(RoleService, name)
 	labels["dev.antifailure.kind"] = manifest.KindOf(s)
 	labels[LabelWorkload] = WorkloadService
-	spec := e.podSpec(name, s, s.Command.Argv(), corev1.RestartPolicyAlways)
+	spec := e.podSpec(name, s, s.Command.Argv(), corev1.RestartPolicyAlways, serviceHold(name))
 	c := &spec.Containers[0]
 	switch {
 	case s.Port > 0 && s.HealthPath != "":

@@ -371,3 +371,80 @@ func TestRefuseUnknownRanges(t *testing.T) {
 		t.Errorf("no cidr rule, yet refused: %v", err)
 	}
 }
+
+// TestHolds: every service and every migration has its own hold; each pod's gate is told its
+// own and the probe none; a closed hold selects no pod af makes, a released one the sidecar.
+func TestHolds(t *testing.T) {
+	e := testEnv()
+	hs := holds(e.Manifest)
+	want := []string{"af-hold-cron", "af-hold-web", "af-hold-web-migrate", "af-hold-worker"}
+	if got := sortedKeys(hs); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("holds %v, want %v", got, want)
+	}
+	e.Holds = map[string]string{}
+	for i, name := range want {
+		e.Holds[name] = fmt.Sprintf("10.96.7.%d:3128", i+1)
+	}
+	holdOf := func(spec corev1.PodSpec) string {
+		for _, c := range spec.InitContainers {
+			for _, v := range c.Env {
+				if v.Name == "AF_GATE_HOLD" {
+					return v.Value
+				}
+			}
+		}
+		for _, c := range spec.Containers {
+			for _, v := range c.Env {
+				if v.Name == "AF_GATE_HOLD" {
+					t.Errorf("container %s is told a hold: only the gate waits at it", c.Name)
+				}
+			}
+		}
+		return ""
+	}
+	for _, name := range []string{"web", "worker", "cron"} {
+		if got := holdOf(e.deployment(name, e.Manifest.Services[name]).Spec.Template.Spec); got != e.Holds[serviceHold(name)] {
+			t.Errorf("%s's gate holds at %q, want %q", name, got, e.Holds[serviceHold(name)])
+		}
+	}
+	if got := holdOf(e.migrationJob("web", e.Manifest.Services["web"]).Spec.Template.Spec); got != e.Holds["af-hold-web-migrate"] {
+		t.Errorf("the migration's gate holds at %q", got)
+	}
+	if got := holdOf(e.probePod().Spec); got != "" {
+		t.Errorf("the probe holds at %q", got)
+	}
+	// A gate environment from af's own settings cannot name a hold.
+	e.GateEnv["AF_GATE_HOLD"] = "10.0.0.1:1"
+	if got := holdOf(e.deployment("worker", e.Manifest.Services["worker"]).Spec.Template.Spec); got != e.Holds["af-hold-worker"] {
+		t.Errorf("the configured gate environment overrode the hold: %q", got)
+	}
+
+	pods := []map[string]string{
+		e.deployment("web", e.Manifest.Services["web"]).Spec.Template.Labels,
+		e.migrationJob("web", e.Manifest.Services["web"]).Spec.Template.Labels,
+		e.probePod().Labels,
+		e.sidecarDeployment("h").Spec.Template.Labels,
+	}
+	selects := func(sel, labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	for _, name := range want {
+		closed, open := e.holdService(name, hs[name], false), e.holdService(name, hs[name], true)
+		for i, l := range pods {
+			if selects(closed.Spec.Selector, l) {
+				t.Errorf("closed hold %s selects pod %d (%v)", name, i, l)
+			}
+			if got := selects(open.Spec.Selector, l); got != (i == 3) {
+				t.Errorf("released hold %s selects pod %d (%v): %v", name, i, l, got)
+			}
+		}
+		if p := open.Spec.Ports[0]; p.Port != holdPort || p.TargetPort.IntValue() != holdPort || p.Protocol != corev1.ProtocolTCP {
+			t.Errorf("hold %s port %+v", name, p)
+		}
+	}
+}

@@ -69,7 +69,7 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 	}
 	switch res.Verdict {
 	case gate.Contained:
-		r.progress(ctx).Printf("probe: contained (every route denied in %d rounds, %.0f ms)", res.Rounds, res.MS)
+		r.progress(ctx).Printf("probe: contained (every route denied in %d rounds, %.0f ms, %.0f ms of it waiting for the sidecar to answer)", res.Rounds, res.MS, res.SidecarMS)
 		return &res, nil
 	case gate.Escape:
 		var routes []string
@@ -77,10 +77,10 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 			routes = append(routes, fmt.Sprintf("%s (%s)", a.Route, a.Target))
 		}
 		return &res, failure.Newf(failure.NotContained, "the probe got out of namespace %s by %s; no service image was run", t.ns, strings.Join(routes, ", ")).
-			WithHint("The namespace and its policies remain: `af down` removes them.")
+			WithHint("The namespace and its policies remain, and the workloads written beside the probe wait at their gates and holds, their applications never started: `af down` removes them all.")
 	default:
 		return &res, failure.Newf(failure.NotContained, "the probe could not observe containment in namespace %s: %s; no service image was run", t.ns, res.Reason).
-			WithHint("The namespace and its policies remain: `af down` removes them.")
+			WithHint("The namespace and its policies remain, and the workloads written beside the probe wait at their gates and holds, their applications never started: `af down` removes them all.")
 	}
 }
 

@@ -17,9 +17,10 @@ import (
 )
 
 // sidecarAndProbe writes the sidecar, starts the probe beside it and waits for both: the
-// sidecar ready, the probe's verdict. The sidecar's failure is the one reported when both fail
-// (the probe cannot answer without it).
-func (r *Runtime) sidecarAndProbe(ctx context.Context, t *target, e *env, dbURL string) (*gate.Result, error) {
+// sidecar ready, the probe's verdict. beside runs meanwhile, from the moment the sidecar's
+// address is known (it writes the held workloads). The sidecar's failure is the one reported when several
+// fail (the probe cannot answer without it), then the probe's, then beside's.
+func (r *Runtime) sidecarAndProbe(ctx context.Context, t *target, e *env, dbURL string, beside func(context.Context) error) (*gate.Result, error) {
 	start := time.Now()
 	if err := r.applySidecar(ctx, t, e, dbURL); err != nil {
 		return nil, err
@@ -36,18 +37,33 @@ func (r *Runtime) sidecarAndProbe(ctx context.Context, t *target, e *env, dbURL 
 		}
 		sidecarErr <- err
 	}()
+	besideErr := make(chan error, 1)
+	go func() {
+		start := time.Now()
+		err := beside(ctx)
+		if err == nil {
+			e.timeline.done("workloads written", start)
+		}
+		besideErr <- err
+	}()
 	probeStart := time.Now()
 	verdict, err := r.probe(ctx, t, e)
 	if err != nil {
 		cancel() // no verdict: the sidecar's readiness no longer matters
 	}
-	if serr := <-sidecarErr; serr != nil && (err == nil || !errors.Is(serr, context.Canceled)) {
+	serr, berr := <-sidecarErr, <-besideErr
+	if serr != nil && (err == nil || !errors.Is(serr, context.Canceled)) {
 		return verdict, serr
 	}
-	if err == nil {
-		e.timeline.done("probe", probeStart)
+	if err != nil {
+		return verdict, err
 	}
-	return verdict, err
+	e.timeline.done("probe", probeStart)
+	if verdict != nil && verdict.SidecarMS > 0 {
+		// The probe's own rounds, from the first that found the sidecar answering.
+		e.timeline.done("probe rounds", time.Now().Add(-time.Duration((verdict.MS-verdict.SidecarMS)*float64(time.Millisecond))))
+	}
+	return verdict, berr
 }
 
 // applySidecar writes the sidecar's Service, configuration and Deployment.

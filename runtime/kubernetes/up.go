@@ -58,6 +58,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		proxyImage string
 		ranges     clusterRanges
 		e          *env
+		w          *workloads
 	)
 	// The steps of af up, in the design's order. Each is timed into res.Phases (a step that
 	// had nothing to do says so with recorded false); from the probe on, a failure returns
@@ -113,15 +114,20 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			p.Printf("namespace %s: %d NetworkPolicies (deny all; services to the sidecar and each other only)", t.ns, len(e.policies()))
 			return true, r.pullSecret(ctx, t, e)
 		}},
-		// The sidecar and the probe together: the probe's rounds wait until the sidecar
-		// answers (a round without it proves nothing), so the probe pod is scheduled and started
-		// while the sidecar becomes ready. Nothing of the services' is made before both are done.
+		// The sidecar, the probe and every workload together: the probe's rounds wait until the
+		// sidecar answers (a round without it proves nothing), so the probe pod is scheduled and
+		// started while the sidecar becomes ready; the services' and migrations' pods are
+		// scheduled and run their gates meanwhile, each held after its gate (holds.go). No
+		// application code runs before the probe has passed: only then are holds released.
 		{"sidecar and probe", true, func() (bool, error) {
-			verdict, err := r.sidecarAndProbe(ctx, t, e, dbURL)
+			verdict, err := r.sidecarAndProbe(ctx, t, e, dbURL, func(ctx context.Context) (err error) {
+				w, err = r.writeWorkloads(ctx, t, e)
+				return err
+			})
 			res.Probe = verdict
 			return false, err
 		}},
-		{"services", true, func() (bool, error) { return true, r.startServices(ctx, t, e) }},
+		{"services", true, func() (bool, error) { return true, r.startServices(ctx, t, e, w) }},
 		{"preview URLs", true, func() (bool, error) {
 			urls, err := r.previewURLs(ctx, t, e)
 			res.URLs = urls

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/antifailure/af/failure"
@@ -36,7 +37,8 @@ func TestUpTheExample(t *testing.T) {
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 20*time.Minute)
-	rt := f.runtime(t)
+	said := &progressTimes{}
+	rt := f.runtime(t, said.record)
 	ref := afruntime.Ref{ID: "shop-test", Manifest: shop(t), Repository: "acme/shop"}
 	down(t, rt, ref)
 
@@ -54,31 +56,43 @@ func TestUpTheExample(t *testing.T) {
 	}
 	t.Logf("af up of the example: %s; phases %v", upTime.Round(time.Millisecond), res.Phases)
 
-	// Order: the sidecar's pod existed before the probe pod (the probe starts beside it, and
-	// its rounds wait until it answers); the probe was created before any service or migration
-	// pod, and deleted (its verdict read) before the first of them.
-	var sidecarAdded, sidecarReady, probeAdded, probeDeleted, firstService time.Time
+	// Order. The sidecar's pod existed before the probe pod (the probe starts beside it, and
+	// its rounds wait until it answers). Every workload's pods are written while the probe
+	// runs, but none of their application containers was seen started before the probe's
+	// verdict was read (its pod deleted).
+	var sidecarAdded, probeAdded, probeDeleted, firstStarted time.Time
+	workloadPods := 0
 	for _, e := range seen {
 		switch {
 		case e.role == RoleSidecar && e.kind == watch.Added && sidecarAdded.IsZero():
 			sidecarAdded = e.at
-		case e.role == RoleSidecar && e.ready && sidecarReady.IsZero():
-			sidecarReady = e.at
 		case e.workload == WorkloadProbe && e.kind == watch.Added:
 			probeAdded = e.at
 		case e.workload == WorkloadProbe && e.kind == watch.Deleted:
 			probeDeleted = e.at
-		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && firstService.IsZero():
-			firstService = e.at
+		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && e.kind == watch.Added:
+			workloadPods++
+		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && e.started && firstStarted.IsZero():
+			firstStarted = e.at
 		}
 	}
-	if sidecarAdded.IsZero() || sidecarReady.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstService.IsZero() {
-		t.Fatalf("missing events: sidecar added %v, ready %v, probe added %v, probe deleted %v, first service pod %v", sidecarAdded, sidecarReady, probeAdded, probeDeleted, firstService)
+	if sidecarAdded.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstStarted.IsZero() || workloadPods < 4 {
+		t.Fatalf("missing events: sidecar added %v, probe added %v, probe deleted %v, first application started %v, %d workload pods", sidecarAdded, probeAdded, probeDeleted, firstStarted, workloadPods)
 	}
 	// (Seen by listing every 100 ms: two events in one listing share a time.)
-	if probeAdded.Before(sidecarAdded) || !probeAdded.Before(firstService) || probeDeleted.After(firstService) || sidecarReady.After(firstService) {
-		t.Errorf("order: sidecar added %s, ready %s, probe added %s, probe deleted %s, first service pod %s", sidecarAdded.Format(time.StampMilli),
-			sidecarReady.Format(time.StampMilli), probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstService.Format(time.StampMilli))
+	if probeAdded.Before(sidecarAdded) || firstStarted.Before(probeDeleted) {
+		t.Errorf("order: sidecar added %s, probe added %s, probe deleted %s, first application started %s", sidecarAdded.Format(time.StampMilli),
+			probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstStarted.Format(time.StampMilli))
+	}
+	// The same to the nanosecond, from the gates' own logs: every pod's gate was released
+	// after af read the probe's verdict; web's after af saw both worker instances ready and
+	// its migration succeed, and web's first line comes after the migration's last.
+	gated, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := releasedInOrder(t, f, ns, said, gated.Items, map[string][]string{"web": {"worker: 2/2 ready", "migration of web: succeeded"}}); n < 4 {
+		t.Errorf("%d pods released, want the migration, two workers and web", n)
 	}
 	// Six routes: the four of IPv4, the IPv6 segment, and the node on the kubelet and the
 	// NodePort-range service over TCP and UDP.
@@ -389,6 +403,230 @@ func TestUpTheExample(t *testing.T) {
 	}
 }
 
+// TestHoldsOrderTheStart: every pod is written beside the probe, and the holds alone order
+// the applications' start: a service whose dependency takes seconds to listen, and whose
+// migration takes seconds to run, starts after both, though its pods were there (and gated)
+// long before; a replacement starts at once (its hold is released); and a second af up that
+// changes the service closes the hold again, so its new pod waits for the new migration.
+func TestHoldsOrderTheStart(t *testing.T) {
+	f := setup(t)
+	requireEnforcer(t, f.h)
+	ctx := ctxFor(t, 10*time.Minute)
+	manifestWith := func(note string) *manifest.Manifest {
+		return small(t, map[string]*manifest.Service{
+			"dep": {Port: 8080, Command: manifest.Command{Shell: "sleep 3; exec aftool serve -tcp :8080 -udp ''"}},
+			"app": {Port: 8080, DependsOn: []string{"dep"}, Env: map[string]string{"NOTE": note},
+				Command: manifest.Command{Shell: "echo started $NOTE; exec aftool serve -tcp :8080 -udp ''"},
+				Migrate: manifest.Command{Shell: "sleep 2; echo migrated $NOTE"}},
+		})
+	}
+	ref := afruntime.Ref{ID: "holds-test", Manifest: manifestWith("one")}
+	said := &progressTimes{}
+	rt := f.runtime(t, said.record)
+	down(t, rt, ref)
+	if _, err := rt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
+		t.Fatalf("af up: %v", err)
+	}
+	ns := "af-env-holds-test"
+	list := func() []corev1.Pod {
+		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+	first := list()
+	for _, p := range first {
+		if p.Labels[LabelService] == "app" && p.Labels[LabelWorkload] == WorkloadService && p.CreationTimestamp.Time.After(said.first(t, "probe: contained")) {
+			t.Errorf("app's pod %s was created at %s, after the probe: it was not written beside it", p.Name, p.CreationTimestamp)
+		}
+	}
+	if n := releasedInOrder(t, f, ns, said, first, map[string][]string{"app": {"dep: 1/1 ready", "migration of app: succeeded"}}); n != 3 {
+		t.Errorf("%d pods released, want the migration, dep and app", n)
+	}
+
+	// A replacement: the hold stays released, so only its gate stands before it.
+	var old string
+	for _, p := range first {
+		if p.Labels[LabelService] == "app" && p.Labels[LabelWorkload] == WorkloadService {
+			old = p.Name
+		}
+	}
+	if err := f.kube.CoreV1().Pods(ns).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	replacement := waitNewPod(t, f, ns, "app", map[string]bool{old: true})
+	rel := lineWith(podLines(t, f, ns, replacement, GateContainer), "released after")
+	var waited float64
+	if rel == nil {
+		t.Errorf("the replacement %s's gate never waited at its hold", replacement)
+	} else if _, err := fmt.Sscanf(rel.text[strings.Index(rel.text, "released after"):], "released after %f ms", &waited); err != nil || waited > 500 {
+		t.Errorf("the replacement %s was held: %q", replacement, rel.text)
+	}
+
+	// Converge with a change: the hold closes again, and the new pod waits for the new
+	// migration.
+	before := map[string]bool{}
+	for _, p := range list() {
+		before[p.Name] = true
+	}
+	said2 := &progressTimes{}
+	ref.Manifest = manifestWith("two")
+	if _, err := f.runtime(t, said2.record).Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
+		t.Fatalf("second af up: %v", err)
+	}
+	var fresh []corev1.Pod
+	for _, p := range list() {
+		if !before[p.Name] && p.DeletionTimestamp == nil {
+			fresh = append(fresh, p)
+		}
+	}
+	if n := releasedInOrder(t, f, ns, said2, fresh, map[string][]string{"app": {"migration of app: succeeded"}}); n != 2 {
+		t.Errorf("second af up: %d new pods released, want the new migration and app", n)
+	}
+	for _, p := range fresh {
+		if p.Labels[LabelWorkload] == WorkloadService {
+			if lines := podLines(t, f, ns, p.Name, "app"); len(lines) == 0 || lines[0].text != "started two" {
+				t.Errorf("the new app pod says %v", lines)
+			}
+		}
+	}
+}
+
+// waitNewPod waits for a ready instance of the service that is none of the pods named, and
+// returns its name.
+func waitNewPod(t *testing.T, f *fixture, ns, service string, not map[string]bool) string {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		pods, err := f.kube.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: labels.SelectorFromSet(instanceSelector(service)).String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if not[p.Name] || p.DeletionTimestamp != nil {
+				continue
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					return p.Name
+				}
+			}
+		}
+	}
+	t.Fatalf("no new ready instance of %s within 2 minutes", service)
+	return ""
+}
+
+// releasedInOrder checks, from the gates' own logs (the node's times, to the nanosecond), that
+// every pod given waited at its hold and was released after af read the probe's verdict; a
+// service's instances after every line af said that after names for it (a dependency ready,
+// its migration succeeded); and that a service's first line comes after its migration's
+// last. It returns how many pods were released.
+func releasedInOrder(t *testing.T, f *fixture, ns string, said *progressTimes, pods []corev1.Pod, after map[string][]string) int {
+	t.Helper()
+	contained := said.first(t, "probe: contained")
+	migrationEnd := map[string]time.Time{}
+	for _, p := range pods {
+		if p.Labels[LabelWorkload] == WorkloadMigration {
+			if lines := podLines(t, f, ns, p.Name, p.Labels[LabelService]); len(lines) > 0 {
+				migrationEnd[p.Labels[LabelService]] = lines[len(lines)-1].at
+			}
+		}
+	}
+	released := 0
+	for _, p := range pods {
+		rel := lineWith(podLines(t, f, ns, p.Name, GateContainer), "released after")
+		if rel == nil {
+			t.Errorf("pod %s: its gate never waited at a hold", p.Name)
+			continue
+		}
+		released++
+		if !rel.at.After(contained) {
+			t.Errorf("pod %s was released at %s, before af read the probe's verdict at %s", p.Name, rel.at.Format(time.StampMicro), contained.Format(time.StampMicro))
+		}
+		service := p.Labels[LabelService]
+		if p.Labels[LabelWorkload] != WorkloadService {
+			continue
+		}
+		for _, line := range after[service] {
+			if at := said.first(t, line); !rel.at.After(at) {
+				t.Errorf("pod %s was released at %s, before af said %q at %s", p.Name, rel.at.Format(time.StampMicro), line, at.Format(time.StampMicro))
+			}
+		}
+		if end, ok := migrationEnd[service]; ok {
+			if first := podLines(t, f, ns, p.Name, service); len(first) == 0 || !first[0].at.After(end) {
+				t.Errorf("pod %s's first line (%v) is not after its migration's last (%s)", p.Name, first, end.Format(time.StampMicro))
+			}
+		}
+	}
+	return released
+}
+
+// progressTimes records when each progress line of af up was said.
+type progressTimes struct {
+	mu    sync.Mutex
+	lines []timedLine
+}
+
+// record is an Options modifier: progress lines are logged and timed.
+func (p *progressTimes) record(o *Options) {
+	logf := o.Progress
+	o.Progress = func(format string, args ...any) {
+		p.mu.Lock()
+		p.lines = append(p.lines, timedLine{at: time.Now(), text: fmt.Sprintf(format, args...)})
+		p.mu.Unlock()
+		logf(format, args...)
+	}
+}
+
+// first returns when a line holding s was first said.
+func (p *progressTimes) first(t *testing.T, s string) time.Time {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := lineWith(p.lines, s); l != nil {
+		return l.at
+	}
+	t.Fatalf("af never said %q", s)
+	return time.Time{}
+}
+
+// timedLine is one line of a log with its time.
+type timedLine struct {
+	at   time.Time
+	text string
+}
+
+func (l timedLine) String() string { return l.at.Format(time.StampMicro) + " " + l.text }
+
+func lineWith(lines []timedLine, s string) *timedLine {
+	for i := range lines {
+		if strings.Contains(lines[i].text, s) {
+			return &lines[i]
+		}
+	}
+	return nil
+}
+
+// podLines reads a container's log with the times the node wrote each line.
+func podLines(t *testing.T, f *fixture, ns, pod, container string) []timedLine {
+	t.Helper()
+	data, err := f.kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Timestamps: true}).DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("logs of %s/%s: %v", pod, container, err)
+	}
+	var out []timedLine
+	for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		ts, text, ok := strings.Cut(l, " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil {
+			continue
+		}
+		out = append(out, timedLine{at: at, text: text})
+	}
+	return out
+}
+
 func firstJob(t *testing.T, f *fixture, ns string) string {
 	t.Helper()
 	jobs, err := f.kube.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
@@ -508,8 +746,23 @@ func TestFailingMigration(t *testing.T) {
 	if err := rt.Logs(ctx, ref, afruntime.LogOptions{Service: "nope"}, io.Discard); failure.As(err) == nil || failure.As(err).Entry != failure.UsageInvalid {
 		t.Errorf("af logs of a service the manifest lacks: %v", err)
 	}
-	if _, err := f.kube.AppsV1().Deployments(ns).Get(ctx, "app", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the service's Deployment exists after a failed migration: %v", err)
+	// The service's pods were written beside the probe; after the failed migration its hold
+	// stays closed and none of them has started its application.
+	hold, err := f.kube.CoreV1().Services(ns).Get(ctx, serviceHold("app"), metav1.GetOptions{})
+	if err != nil || hold.Spec.Selector[LabelHold] == "" {
+		t.Errorf("the service's hold after a failed migration: %v %v", err, hold)
+	}
+	appPods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=app," + LabelWorkload + "=" + WorkloadService})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(appPods.Items) == 0 {
+		t.Errorf("no pod of the service was written")
+	}
+	for i := range appPods.Items {
+		if appStarted(&appPods.Items[i]) {
+			t.Errorf("pod %s started its application after a failed migration", appPods.Items[i].Name)
+		}
 	}
 	// af reads the end off the migration's pod; the job controller records it a moment later.
 	var j batchv1.Job
@@ -625,7 +878,9 @@ func TestDownNamesTheFinalizer(t *testing.T) {
 
 // TestUpRefusedWithoutEnforcer is the negative control: on the cluster started without a
 // NetworkPolicy enforcer the probe gets out, af up fails with AF-RUN-043 naming the routes, no
-// service pod ever exists, the probe pod is gone, and af down removes the namespace.
+// application container of any service or migration pod ever starts (their pods are written
+// beside the probe and wait at their gates and holds), the probe pod is gone, and af down
+// removes the namespace.
 func TestUpRefusedWithoutEnforcer(t *testing.T) {
 	f := setup(t)
 	if f.h.Enforcer != "none" {
@@ -649,11 +904,7 @@ func TestUpRefusedWithoutEnforcer(t *testing.T) {
 	if res == nil || res.Probe == nil || res.Probe.Verdict != gate.Escape {
 		t.Errorf("the verdict is not returned: %+v", res)
 	}
-	for _, e := range seen {
-		if e.workload == WorkloadService || e.workload == WorkloadMigration {
-			t.Errorf("a service pod existed: %s", e.name)
-		}
-	}
+	noApplicationStarted(t, seen)
 	ns := "af-env-shop-uncontained"
 	if _, err := f.kube.CoreV1().Pods(ns).Get(ctx, ProbeName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the probe pod was left: %v", err)
@@ -666,6 +917,28 @@ func TestUpRefusedWithoutEnforcer(t *testing.T) {
 	}
 	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("namespace still there after down: %v", err)
+	}
+}
+
+// noApplicationStarted fails the test when any service or migration pod was seen with an
+// application container started, and checks that such pods were there to be seen (written
+// beside the probe, so the control covers them).
+func noApplicationStarted(t *testing.T, seen []podEvent) {
+	t.Helper()
+	pods := 0
+	for _, e := range seen {
+		if e.workload != WorkloadService && e.workload != WorkloadMigration {
+			continue
+		}
+		if e.kind == watch.Added {
+			pods++
+		}
+		if e.started {
+			t.Errorf("an application container of pod %s started", e.name)
+		}
+	}
+	if pods == 0 {
+		t.Errorf("no service or migration pod was seen: the workloads are written beside the probe, and this control must cover them")
 	}
 }
 
@@ -866,11 +1139,7 @@ func TestUpRefusedWithHoles(t *testing.T) {
 			}
 		}
 	}
-	for _, e := range seen {
-		if e.workload == WorkloadService || e.workload == WorkloadMigration {
-			t.Errorf("a service pod existed: %s", e.name)
-		}
-	}
+	noApplicationStarted(t, seen)
 	t.Logf("refused after %s: %v", time.Since(start).Round(time.Millisecond), err)
 }
 

@@ -246,7 +246,9 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
 	var job *batchv1.Job
 	// The Job's one pod says it is done before the job controller does (it batches pod updates
-	// for a second or more): with backoffLimit 0 and one completion, that pod's end is the
+	// for a second or more), and its migration container's end says so before the pod's phase
+	// does (the kubelet reports the phase a second or so later, once it has torn the pod down):
+	// with backoffLimit 0, one completion and restartPolicy Never, that container's end is the
 	// Job's.
 	podSucceeded := false
 	err := poll(ctx, timeout, func(el time.Duration) {
@@ -264,7 +266,12 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		if err != nil {
 			return false, apiError(t.c, "listing the migration's pods", err)
 		}
-		for _, p := range pods.Items {
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if cs := terminated(p, service); cs != nil {
+				podSucceeded = cs.ExitCode == 0
+				return true, nil
+			}
 			switch p.Status.Phase {
 			case corev1.PodSucceeded:
 				podSucceeded = true

@@ -22,6 +22,7 @@ type options struct {
 	timeout  time.Duration
 	interval time.Duration
 	deadline time.Duration
+	hold     string
 }
 
 // NewCmdGate returns `af gate`.
@@ -30,7 +31,9 @@ func NewCmdGate(f *factory.Factory) *cobra.Command {
 		"Keep application code from starting until containment is observed (init container)",
 		`Runs in every customer-code pod before the application's containers: it reaches the
 sidecar, then tries every escape route until it has seen all of them denied in --rounds
-consecutive rounds. Exit 0: contained, the application may start. Exit 3: a route got out
+consecutive rounds. With --hold it then waits until the hold address accepts a TCP connection:
+af releases it when the pod may start (its dependencies ready, its migration done). Exit 0:
+contained (and released), the application may start. Exit 3: a route got out
 (named). Exit 4: no answer (the sidecar unreachable, or a route neither denied nor open).`)
 }
 
@@ -76,6 +79,9 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 	str(&o.addrs.Node, "node", "", "the node's own address (in a pod: status.hostIP); empty leaves the node route out")
 	str(&o.addrs.NodePorts, "node-ports", gate.DefaultNodePorts, "ports the node serves, tried at --node: PORT[/tcp|/udp],...; name one in the NodePort range a host listener answers")
 	str(&o.sidecar, "sidecar", "", "the sidecar's proxy address (default: AF_SIDECAR, else HTTP_PROXY's host on port 3128)")
+	if hidden {
+		str(&o.hold, "hold", "", "after a contained verdict, wait until this host:port accepts a TCP connection (af releases it when the pod may start)")
+	}
 	fl.IntVar(&o.rounds, "rounds", envInt(env("rounds"), 3), "consecutive all-denied rounds needed")
 	fl.DurationVar(&o.timeout, "timeout", envDur(env("timeout"), time.Second), "time for each attempt")
 	fl.DurationVar(&o.interval, "interval", envDur(env("interval"), 200*time.Millisecond), "time between the starts of rounds (they overlap when an attempt waits out --timeout)")
@@ -126,7 +132,21 @@ func run(cmd *cobra.Command, f *factory.Factory, o *options) error {
 	}
 	switch res.Verdict {
 	case gate.Contained:
-		f.Infof("contained: every route denied in %d consecutive rounds (%d rounds, %.0f ms)", o.rounds, res.Rounds, res.MS)
+		f.Infof("contained: every route denied in %d consecutive rounds (%d rounds, %.0f ms, %.0f ms of it waiting for the sidecar)", o.rounds, res.Rounds, res.MS, res.SidecarMS)
+		if o.hold == "" {
+			return nil
+		}
+		// The verdict line is out (the runtime reads it); the application waits for its turn.
+		hc := gate.HoldConfig{Addr: o.hold, Out: f.IO.ErrOut}
+		if !f.IO.JSON() {
+			hc.Out = f.IO.Out
+		}
+		if _, err := gate.Hold(cmd.Context(), hc); err != nil {
+			if cmd.Context().Err() != nil {
+				return failure.New(failure.Interrupted, "stopped while held: "+err.Error(), err)
+			}
+			return failure.New(failure.UsageInvalid, err.Error(), err)
+		}
 		return nil
 	case gate.Escape:
 		var names []string
