@@ -117,6 +117,9 @@ type Instance struct {
 	Gated bool
 	// GateExitCode is the gate's exit code once it finished.
 	GateExitCode *int
+	// Started: the instance's own command has started (it may have ended since). A runtime
+	// may create an instance before its turn and hold it behind its gate; it must not start it.
+	Started bool
 	// Ready: the instance is running and passes its readiness check.
 	Ready bool
 	// Log is the instance's own output (not the gate's).

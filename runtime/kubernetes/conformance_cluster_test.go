@@ -336,6 +336,7 @@ func (h *harness) Instances(ctx context.Context, env afruntime.Ref) ([]conforman
 		}
 		in := conformance.Instance{Name: p.Name, Service: p.Labels[LabelService], Migration: p.Labels[LabelWorkload] == WorkloadMigration}
 		in.Gated = len(p.Spec.InitContainers) > 0 && p.Spec.InitContainers[0].Name == GateContainer
+		in.Started = appStarted(&p)
 		for _, s := range p.Status.InitContainerStatuses {
 			if s.Name == GateContainer && s.State.Terminated != nil {
 				code := int(s.State.Terminated.ExitCode)

@@ -73,14 +73,17 @@ func holds(m *manifest.Manifest) map[string]string {
 // closeHolds closes every hold of the environment (creating those that do not exist) and
 // records their addresses for the pods' gates. It runs before any workload is written.
 func (r *Runtime) closeHolds(ctx context.Context, t *target, e *env) error {
-	e.Holds = map[string]string{}
-	for _, name := range sortedKeys(holds(t.m)) {
-		svc, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", name, e.holdService(name, holds(t.m)[name], false))
+	addrs := map[string]string{}
+	hs := holds(t.m)
+	for _, name := range sortedKeys(hs) {
+		svc, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", name, e.holdService(name, hs[name], false))
 		if err != nil {
 			return err
 		}
-		e.Holds[name] = net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(holdPort))
+		addrs[name] = net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(holdPort))
 	}
+	// Only writeWorkloads reads them, after this; the probe written beside it names no hold.
+	e.Holds = addrs
 	return nil
 }
 

@@ -485,9 +485,18 @@ func (e *env) podSpec(name string, s *manifest.Service, argv []string, restart c
 			// only.
 			Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ping_group_range", Value: pingGroup}},
 		},
-		InitContainers: []corev1.Container{e.gate(res, e.Holds[hold])},
+		InitContainers: []corev1.Container{e.gate(res, e.holdAddr(hold))},
 		Containers:     []corev1.Container{c},
 	}
+}
+
+// holdAddr is the address of the hold named ("" for none). The probe's pod, written while
+// the holds are (writeWorkloads runs beside it), names none and so never reads them.
+func (e *env) holdAddr(hold string) string {
+	if hold == "" {
+		return ""
+	}
+	return e.Holds[hold]
 }
 
 // proxyVars are the variables af sets; the manifest cannot set them.

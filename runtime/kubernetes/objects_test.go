@@ -448,3 +448,23 @@ func TestHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestPullWillNotWork: the kubelet's words for an image that is not there, or not for these
+// credentials, end the wait; those for a registry that may come back do not.
+func TestPullWillNotWork(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`failed to pull and unpack image "af.local/does-not-exist:1": failed to resolve reference "af.local/does-not-exist:1": af.local/does-not-exist:1: not found`: true,
+		`rpc error: code = NotFound desc = failed to pull and unpack image "r.test/a:1": manifest unknown`:                                                           true,
+		`failed to authorize: failed to fetch anonymous token: unexpected status from GET request to https://r.test/token: 401 Unauthorized`:                         true,
+		`pull access denied, repository does not exist or may require authorization`:                                                                                 true,
+		`unexpected status from HEAD request to https://r.test/v2/a/manifests/1: 403 Forbidden`:                                                                      true,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": dial tcp 10.0.0.9:443: connect: connection refused`:                                           false,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": net/http: TLS handshake timeout`:                                                              false,
+		`Back-off pulling image "r.test/a:1"`:                       false,
+		`unexpected status from GET request: 429 Too Many Requests`: false,
+	} {
+		if got := pullWillNotWork(msg); got != want {
+			t.Errorf("pullWillNotWork(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}

@@ -161,8 +161,11 @@ func (r *Runtime) diagnose(ctx context.Context, t *target, sel map[string]string
 		for _, cs := range pod.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil && isPullFailure(w.Reason) {
 				d.why = fmt.Sprintf("pod %s: image %s cannot be pulled (%s: %s)", pod.Name, cs.Image, w.Reason, w.Message)
-				if w.Reason == "InvalidImageName" {
-					d.fatal = failure.Newf(failure.NotReady, "%s", d.why)
+				if w.Reason == "InvalidImageName" || pullWillNotWork(w.Message) {
+					// Waiting cannot help: the registry said the image is not there, or not
+					// for these credentials.
+					d.fatal = failure.Newf(failure.NotReady, "%s", d.why).
+						WithHint("Check the image name and tag (af up --image), and that the cluster's pull credentials (AF_REGISTRY_USERNAME/PASSWORD, imagePullSecrets) may read it.")
 				}
 			}
 			term := cs.State.Terminated
@@ -186,6 +189,20 @@ func (r *Runtime) diagnose(ctx context.Context, t *target, sel map[string]string
 		}
 	}
 	return d, nil
+}
+
+// pullWillNotWork reads a pull failure's message for what no retry mends: the registry has no
+// such image (not found, manifest unknown) or refuses these credentials. A registry that cannot
+// be reached, a timeout or a rate limit may clear, and is waited for.
+func pullWillNotWork(message string) bool {
+	m := strings.ToLower(message)
+	for _, s := range []string{"not found", "manifest unknown", "name unknown", "repository does not exist",
+		"pull access denied", "unauthorized", "401 ", "403 ", "forbidden", "invalid reference format"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func isPullFailure(reason string) bool {
