@@ -13,13 +13,7 @@ import (
 // TestHoldWaitsForRelease: the hold does not return while its address refuses, and returns
 // once something accepts there; a context that ends first is an error, never a release.
 func TestHoldWaitsForRelease(t *testing.T) {
-	// A port nothing listens on (taken, then given back): connections are refused.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedPort(t)
 
 	var out bytes.Buffer
 	released := make(chan error, 1)
@@ -33,7 +27,7 @@ func TestHoldWaitsForRelease(t *testing.T) {
 	case <-time.After(400 * time.Millisecond):
 	}
 	opened := time.Now()
-	l, err = net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
 	}
@@ -65,12 +59,7 @@ func TestHoldWaitsForRelease(t *testing.T) {
 }
 
 func TestHoldEndsWithItsContext(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := closedPort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := Hold(ctx, HoldConfig{Addr: addr, Every: 20 * time.Millisecond}); !errors.Is(err, context.DeadlineExceeded) {
@@ -79,4 +68,16 @@ func TestHoldEndsWithItsContext(t *testing.T) {
 	if _, err := Hold(context.Background(), HoldConfig{Addr: "nowhere"}); err == nil {
 		t.Fatal("a hold address without a port was accepted")
 	}
+}
+
+// closedPort is a loopback port nothing listens on (taken, then given back): connections to it
+// are refused.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
