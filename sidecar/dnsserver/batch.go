@@ -158,9 +158,12 @@ func (s *Server) serveBatched(pc *net.UDPConn, wg *sync.WaitGroup) error {
 				if !ok {
 					continue // late, forged or not ours
 				}
-				cache.store(p.question, pkt)
-				binary.BigEndian.PutUint16(pkt[0:2], p.clientID)
-				out.add(append(out.slot(), pkt...), p.addr)
+				cache.store(pkt[12:12+len(p.question())], pkt)
+				p.waiters(func(w *waiter) {
+					a := append(out.slot(), pkt...)
+					binary.BigEndian.PutUint16(a[0:2], w.clientID)
+					out.add(a, w.addr)
+				})
 				continue
 			}
 			if len(pkt) > 4096 {
@@ -176,10 +179,12 @@ func (s *Server) serveBatched(pc *net.UDPConn, wg *sync.WaitGroup) error {
 					out.add(resp, ua)
 					continue
 				}
-				if id, ok := rl.reserve(pkt, qEnd, from, ua); ok {
-					q := append(out.slot(), pkt...)
-					binary.BigEndian.PutUint16(q[0:2], id)
-					out.add(q, rl.resolverUA)
+				if id, send, ok := rl.reserve(pkt, qEnd, from, ua); ok {
+					if send {
+						q := append(out.slot(), pkt...)
+						binary.BigEndian.PutUint16(q[0:2], id)
+						out.add(q, rl.resolverUA)
+					}
 					continue
 				}
 			}

@@ -3,9 +3,11 @@ package dnsserver
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -282,4 +284,142 @@ func askAgain(m *dns.Msg, addr string) (*dns.Msg, error) {
 		}
 	}
 	return r, err
+}
+
+// Identical queries in flight share one upstream query, on both loops: the resolver sees one
+// query per question and answer-shaping flags (and one more per maxJoin clients), each client
+// gets the answer under its own id, a query that differs in case or in RD is its own, nothing
+// is kept at TTL 0, and when the resolver stays silent every client that joined gets SERVFAIL.
+func TestIdenticalQueriesInFlightShareOne(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:0", "[::1]:0"} { // the batched loop; the plain one
+		t.Run(listen, func(t *testing.T) {
+			resolver, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resolver.Close()
+			pc, err := net.ListenPacket("udp", listen)
+			if err != nil {
+				t.Skipf("no %s here: %v", listen, err)
+			}
+			defer pc.Close()
+			s := New(Config{Namespace: ns, ClusterDomain: "cluster.local", Services: []string{"web"}, ClusterResolver: resolver.LocalAddr().String(),
+				AdvertiseV4: netip.MustParseAddr("198.18.7.1"), ForwardTimeout: 500 * time.Millisecond})
+			go func() { _ = s.ServeUDP(pc.(*net.UDPConn)) }()
+			name := "web." + ns + ".svc.cluster.local."
+			type client struct {
+				c *net.UDPConn
+				m *dns.Msg
+			}
+			ask := func(qname string, rd bool) client {
+				c, err := net.DialUDP("udp", nil, pc.LocalAddr().(*net.UDPAddr))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				m := new(dns.Msg)
+				m.SetQuestion(qname, dns.TypeA)
+				m.RecursionDesired = rd
+				b, _ := m.Pack()
+				if _, err := c.Write(b); err != nil {
+					t.Fatal(err)
+				}
+				return client{c, m}
+			}
+			var clients []client
+			for range maxJoin + 6 {
+				clients = append(clients, ask(name, true))
+			}
+			clients = append(clients, ask(name, false), ask(strings.ToUpper(name[:3])+name[3:], true))
+			// What reaches the resolver while it has answered nothing.
+			got := upstreamQueries(t, resolver)
+			want := map[string]int{name + " rd": 2, name + " no-rd": 1, "WEB" + name[3:] + " rd": 1}
+			if counts := countQueries(got); !maps.Equal(counts, want) {
+				t.Fatalf("the resolver saw %v, want %v", counts, want)
+			}
+			for _, q := range got {
+				r := new(dns.Msg)
+				r.SetReply(&q.m)
+				r.Answer = append(r.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.m.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 0}, A: net.ParseIP("10.96.0.10")})
+				b, _ := r.Pack()
+				if _, err := resolver.WriteToUDPAddrPort(b, q.from); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, c := range clients {
+				r := readAnswer(t, c.c)
+				if r.Id != c.m.Id || r.Rcode != dns.RcodeSuccess || r.Question[0] != c.m.Question[0] || r.RecursionDesired != c.m.RecursionDesired ||
+					len(r.Answer) != 1 || r.Answer[0].Header().Name != c.m.Question[0].Name {
+					t.Fatalf("client %d asked %v, was answered %v", i, c.m, r)
+				}
+			}
+			// TTL 0: nothing was kept, the next one is asked again.
+			again := ask(name, true)
+			if got := upstreamQueries(t, resolver); len(got) != 1 {
+				t.Fatalf("after the answers, the resolver saw %d queries for one more, want 1", len(got))
+			}
+			// Silence: the query that was asked again and one that joins it both get SERVFAIL.
+			joined := ask(name, true)
+			for _, c := range []client{again, joined} {
+				if r := readAnswer(t, c.c); r.Id != c.m.Id || r.Rcode != dns.RcodeServerFailure || r.Question[0] != c.m.Question[0] {
+					t.Fatalf("asked %v of a silent resolver, was answered %v", c.m, r)
+				}
+			}
+			if got := upstreamQueries(t, resolver); len(got) != 0 {
+				t.Fatalf("the query that joined went upstream too: %d queries", len(got))
+			}
+		})
+	}
+}
+
+type upstreamQuery struct {
+	m    dns.Msg
+	from netip.AddrPort
+}
+
+// upstreamQueries reads what reaches the resolver until it has been quiet for 300 ms.
+func upstreamQueries(t *testing.T, resolver *net.UDPConn) []upstreamQuery {
+	t.Helper()
+	var got []upstreamQuery
+	buf := make([]byte, 4096)
+	for {
+		_ = resolver.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, from, err := resolver.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return got
+		}
+		var q upstreamQuery
+		if err := q.m.Unpack(buf[:n]); err != nil {
+			t.Fatalf("the resolver got %x: %v", buf[:n], err)
+		}
+		q.from = from
+		got = append(got, q)
+	}
+}
+
+func countQueries(qs []upstreamQuery) map[string]int {
+	counts := map[string]int{}
+	for _, q := range qs {
+		rd := " no-rd"
+		if q.m.RecursionDesired {
+			rd = " rd"
+		}
+		counts[q.m.Question[0].Name+rd]++
+	}
+	return counts
+}
+
+func readAnswer(t *testing.T, c *net.UDPConn) *dns.Msg {
+	t.Helper()
+	buf := make([]byte, 4096)
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	n, err := c.Read(buf)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(buf[:n]); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
