@@ -90,7 +90,7 @@ fuzz-sidecar: ## fuzz the sidecar's DNS handler, ClientHello and request parsing
 bench-app: ## the App's webhook server under load on loopback next to a bare net/http handler: prints the table
 	AF_BENCH=1 $(GO) test -count=1 -timeout 10m -run TestBenchAppTable -v ./app/
 
-bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster)
+bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster; DENY=drop|reject: how the enforcer answers)
 	@./hack/bench-up.sh
 
 bench-publish: build ## a cold publish to the local registry by af next to crane push of the same image

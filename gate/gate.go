@@ -521,13 +521,20 @@ func sidecarUp(ctx context.Context, cfg Config) error {
 	if cfg.Sidecar == "" {
 		return fmt.Errorf("no sidecar address configured")
 	}
-	// Three attempts' time to answer, tried afresh every 100 ms: a sidecar that becomes
-	// reachable meanwhile (its address routed a moment after it is ready) answers the next try
-	// rather than the retransmission of a dropped one.
+	// Three attempts' time to answer, tried afresh every sidecarEvery: a sidecar that becomes
+	// reachable meanwhile (its address routed a moment after it is ready, or the enforcer
+	// admitting a new pod) answers the next try rather than the retransmission of a dropped one.
 	ctx, cancel := context.WithTimeout(ctx, 3*cfg.Timeout)
 	defer cancel()
-	return firstAccept(ctx, cfg.Sidecar, 100*time.Millisecond, cfg.Timeout, nil)
+	return firstAccept(ctx, cfg.Sidecar, sidecarEvery, cfg.Timeout, nil)
 }
+
+// sidecarEvery is the time between fresh tries of the sidecar and of a hold. A new pod reaches
+// its sidecar the moment the enforcer has learnt its address (on the test cluster about 70 ms
+// after the kubelet reports it), and a hold the moment kube-proxy routes it; what a pod waits
+// beyond that is up to one interval. At most 16 tries are in flight (firstAccept), so where the
+// network drops them this is a SYN every 62 ms or so.
+const sidecarEvery = 50 * time.Millisecond
 
 func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)

@@ -17,7 +17,7 @@ import (
 type HoldConfig struct {
 	// Addr is host:port; a TCP connection that is accepted releases the hold.
 	Addr string
-	// Every is the time between tries (default 100ms).
+	// Every is the time between tries (default 50ms).
 	Every time.Duration
 	// Report is how often a line says the hold is still closed (default 5s).
 	Report time.Duration
@@ -31,7 +31,7 @@ type HoldConfig struct {
 // a pod held for long shows as initialising rather than crash-looping through the rounds again.
 func Hold(ctx context.Context, cfg HoldConfig) (time.Duration, error) {
 	if cfg.Every <= 0 {
-		cfg.Every = 100 * time.Millisecond
+		cfg.Every = sidecarEvery
 	}
 	if cfg.Report <= 0 {
 		cfg.Report = 5 * time.Second
