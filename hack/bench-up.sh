@@ -15,8 +15,8 @@ runs=${RUNS:-3}
 # DENY: how the cluster's enforcer answers a packet its policies deny. kube-router REJECTs
 # (an ICMP port-unreachable from the node), but the node's kernel sends those at most once a
 # second per pod after a burst of 6 (net.ipv4.icmp_ratelimit), so as configured most denied
-# attempts wait out their timeout. "drop" drops every such answer on the node (an OUTPUT rule for
-# the pod range), "reject" lifts the rate limit so every one arrives; both are undone on exit.
+# attempts wait out their timeout. "drop" drops every such answer on the node (a raw-table
+# OUTPUT rule for the pod range), "reject" lifts the rate limit so every one arrives; both are undone on exit.
 deny=${DENY:-as-is}
 work=$(mktemp -d)
 restore=()
@@ -121,6 +121,39 @@ YAML
 # split keeps the documents of kind $2 ("worker", "web") of plain's output.
 split() { python3 -c 'import sys; docs=sys.stdin.read().split("\n---\n"); print("\n---\n".join(d for d in docs if "name: "+sys.argv[1]+"," in d))' "$1"; }
 
+# One line per pod of namespace $1: the gate's time to its verdict, its wait for the sidecar (the
+# enforcer letting the new pod reach it), its rounds, the time from its last line to the
+# application's first (the kubelet noticing the init container ended and starting the next),
+# its attempts that were refused and that timed out; with --since T (ns since the epoch), the time from then to the
+# application's first line (hack/gate-times.py).
+verdicts() { # NS [--since T] POD...
+  local ns=$1 pod app since=()
+  shift
+  if [ "$1" = --since ]; then since=("$2"); shift 2; fi
+  for pod in "$@"; do
+    app=$(kubectl -n "$ns" get "$pod" -o jsonpath='{.spec.containers[0].name}')
+    { kubectl -n "$ns" logs "$pod" -c af-gate --timestamps 2>/dev/null || true; echo "APP"
+      kubectl -n "$ns" logs "$pod" -c "$app" --timestamps 2>/dev/null | head -1 || true; } |
+      python3 hack/gate-times.py "${since[@]}"
+  done
+}
+# replace deletes every pod of namespace $1 that selector $2 picks (all at once), waits for the
+# three replacements to be ready and appends their verdicts lines, timed from the delete, to $3.
+replace() {
+  local ns=$1 sel=$2 old del new=()
+  old=$(kubectl -n "$ns" get pods "$sel" -o name)
+  del=$(date +%s%N)
+  kubectl -n "$ns" delete pods "$sel" --wait=false >/dev/null
+  kubectl -n "$ns" wait --for=condition=Available deploy/worker deploy/web --timeout=120s >/dev/null
+  for _ in $(seq 100); do
+    mapfile -t new < <(kubectl -n "$ns" get pods "$sel" -o name | grep -vxF -f <(echo "$old") || true)
+    [ "${#new[@]}" -ge 3 ] && break
+    sleep 0.2
+  done
+  kubectl -n "$ns" wait --for=condition=Ready "${new[@]}" --timeout=120s >/dev/null
+  verdicts "$ns" --since "$del" "${new[@]}" >>"$3"
+}
+
 printf '%-4s %-8s %-9s %-8s %-9s %-9s | %-13s %-13s %-13s\n' run "af up" sidecar probe services "af down" "kubectl up" "same order" "kubectl down"
 ups=() probes=() downs=() orders=() kdowns=() prounds=() pbeyond=()
 : >"$work/gates.txt"
@@ -143,36 +176,11 @@ print(n("sidecar"), n("probe"), n("services"), n("probe rounds"), end("probe") -
   # the services' pods and the migration's (the probe's pod is gone by now). During af up the
   # gates start beside the sidecar and wait for it first; their own rounds are the rest.
   env_ns=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["namespace"])' "$work/up.json")
-  # One line per pod: the gate's time to its verdict, its wait for the sidecar (the enforcer
-  # letting the new pod reach it), its rounds, the time from its last line to the application's
-  # first (the kubelet noticing the init container ended and starting the next), and its
-  # attempts that were refused and that timed out.
-  verdicts() { # [--since NS] POD...
-    local pod app since=()
-    if [ "$1" = --since ]; then since=("$2"); shift 2; fi
-    for pod in "$@"; do
-      app=$(kubectl -n "$env_ns" get "$pod" -o jsonpath='{.spec.containers[0].name}')
-      { kubectl -n "$env_ns" logs "$pod" -c af-gate --timestamps 2>/dev/null || true; echo "APP"
-        kubectl -n "$env_ns" logs "$pod" -c "$app" --timestamps 2>/dev/null | head -1 || true; } |
-        python3 hack/gate-times.py "${since[@]}"
-    done
-  }
   # shellcheck disable=SC2046 # pod names
-  verdicts $(kubectl -n "$env_ns" get pods -o name) >>"$work/gates.txt"
+  verdicts "$env_ns" $(kubectl -n "$env_ns" get pods -o name) >>"$work/gates.txt"
   # Replacements: every service pod deleted at once, its replacement gated with the sidecar up
   # and its hold released (what a pod start costs in a running environment).
-  old=$(kubectl -n "$env_ns" get pods -l dev.antifailure.workload=service -o name)
-  del=$(date +%s%N)
-  kubectl -n "$env_ns" delete pods -l dev.antifailure.workload=service --wait=false >/dev/null
-  kubectl -n "$env_ns" wait --for=condition=Available deploy/worker deploy/web --timeout=120s >/dev/null
-  new=()
-  for _ in $(seq 100); do
-    mapfile -t new < <(kubectl -n "$env_ns" get pods -l dev.antifailure.workload=service -o name | grep -vxF -f <(echo "$old") || true)
-    [ "${#new[@]}" -ge 3 ] && break
-    sleep 0.2
-  done
-  kubectl -n "$env_ns" wait --for=condition=Ready "${new[@]}" --timeout=120s >/dev/null
-  verdicts --since "$del" "${new[@]}" >>"$work/replaced.txt"
+  replace "$env_ns" -ldev.antifailure.workload=service "$work/replaced.txt"
   t=$(date +%s%N)
   "$af" down -f "$manifest" --env bench -q
   down=$(ms "$t")
@@ -184,18 +192,7 @@ print(n("sidecar"), n("probe"), n("services"), n("probe rounds"), end("probe") -
   kubectl -n "$ns" wait --for=condition=Available deploy/worker deploy/web --timeout=300s >/dev/null
   kup=$(ms "$t")
   # The same replacements without af (no policies, no gate): the baseline of a pod start.
-  env_ns=$ns
-  old=$(kubectl -n "$ns" get pods -o name)
-  del=$(date +%s%N)
-  kubectl -n "$ns" delete pods --all --wait=false >/dev/null
-  kubectl -n "$ns" wait --for=condition=Available deploy/worker deploy/web --timeout=120s >/dev/null
-  for _ in $(seq 100); do
-    mapfile -t new < <(kubectl -n "$ns" get pods -o name | grep -vxF -f <(echo "$old") || true)
-    [ "${#new[@]}" -ge 3 ] && break
-    sleep 0.2
-  done
-  kubectl -n "$ns" wait --for=condition=Ready "${new[@]}" --timeout=120s >/dev/null
-  verdicts --since "$del" "${new[@]}" >>"$work/plain-replaced.txt"
+  replace "$ns" -lapp "$work/plain-replaced.txt"
   t=$(date +%s%N)
   kubectl delete namespace "$ns" --wait=true >/dev/null
   kdown=$(ms "$t")
