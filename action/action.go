@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sethvargo/go-githubactions"
@@ -89,7 +90,19 @@ func (r *run) now() time.Time {
 }
 
 func (r *run) logf(format string, args ...any) {
-	fmt.Fprintf(r.d.Out, "af: %s\n", strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+	io.WriteString(r.d.Out, "af: "+strings.TrimRight(fmt.Sprintf(format, args...), "\n")+"\n")
+}
+
+// lockedWriter makes each Write to w whole and safe from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // Run runs the action and returns its outcome; Outcome.Exit is the step's exit status.
@@ -97,6 +110,8 @@ func Run(ctx context.Context, d Deps) Outcome {
 	if d.Out == nil {
 		d.Out = os.Stdout
 	}
+	// The runtime reports progress from several goroutines at once; every write is whole.
+	d.Out = &lockedWriter{w: d.Out}
 	if d.Bot == "" {
 		d.Bot = "github-actions[bot]"
 	}

@@ -169,7 +169,8 @@ type Resource struct {
 }
 
 // Progress receives what a runtime is doing, one line at a time, for the people watching. It
-// is never parsed; machine-readable results are the return values.
+// is never parsed; machine-readable results are the return values. A runtime calls it from
+// several goroutines at once (a wait beside the probe), so it must be safe for concurrent use.
 type Progress func(format string, args ...any)
 
 type progressKey struct{}

@@ -110,12 +110,13 @@ func EngineImage(f *factory.Factory) string {
 }
 
 // Progress writes the runtime's progress to the error stream, also with -o json (standard
-// output stays the result alone), and not at all with -q.
+// output stays the result alone), and not at all with -q. It is safe for concurrent use, as
+// afruntime.Progress must be.
 func Progress(f *factory.Factory) afruntime.Progress {
 	return func(format string, args ...any) {
 		if f.IO.Quiet() {
 			return
 		}
-		fmt.Fprintf(f.IO.ErrOut, "%s %s\n", f.IO.Color(iostreams.Cyan, "af:"), strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+		f.IO.ErrLine(f.IO.Color(iostreams.Cyan, "af:") + " " + strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
 	}
 }

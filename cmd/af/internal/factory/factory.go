@@ -77,7 +77,7 @@ func (f *Factory) PrintWarnings(ws []manifest.Problem) {
 		return
 	}
 	for _, w := range ws {
-		fmt.Fprintf(f.IO.ErrOut, "%s %s: %s\n", f.IO.Color(iostreams.Yellow, "warning:"), f.ManifestName(), w)
+		f.IO.ErrLine(fmt.Sprintf("%s %s: %s", f.IO.Color(iostreams.Yellow, "warning:"), f.ManifestName(), w))
 	}
 }
 
@@ -87,7 +87,7 @@ func (f *Factory) Infof(format string, args ...any) {
 	if f.IO.Quiet() || f.IO.JSON() {
 		return
 	}
-	fmt.Fprintf(f.IO.ErrOut, format+"\n", args...)
+	f.IO.ErrLine(fmt.Sprintf(format, args...))
 }
 
 // WriteJSON writes v as indented JSON on standard output.

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"sync"
 )
 
 // IOStreams is where a command reads and writes.
@@ -19,6 +20,8 @@ type IOStreams struct {
 	color  bool
 	quiet  bool
 	json   bool
+
+	errMu sync.Mutex // ErrLine's: lines from several goroutines never interleave or race
 }
 
 // System returns the process's streams. Colour is on when standard output is a terminal and
@@ -72,6 +75,15 @@ func (s *IOStreams) Color(code, text string) string {
 		return text
 	}
 	return "\x1b[" + code + "m" + text + "\x1b[0m"
+}
+
+// ErrLine writes line and a newline to ErrOut as one write, under a lock: a runtime reports
+// progress from several goroutines at once (the sidecar's wait beside the probe), and ErrOut
+// may be a plain buffer.
+func (s *IOStreams) ErrLine(line string) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	io.WriteString(s.ErrOut, line+"\n")
 }
 
 // Colour codes for Color.
