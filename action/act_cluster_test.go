@@ -13,6 +13,7 @@ import (
 	"github.com/antifailure/af/githubtest"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
+	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/prreport"
 	"github.com/antifailure/af/testcluster"
 	"github.com/antifailure/af/version"
@@ -51,12 +52,15 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	h := testcluster.Require(t)
 	dockerHost := os.Getenv("AF_DOCKER_HOST")
 	if dockerHost == "" {
-		msg := "SKIPPED: needs a container daemon; make test starts one and sets AF_DOCKER_HOST"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
+		testreq.Elsewhere(t, "needs a container daemon; make test starts one and sets AF_DOCKER_HOST")
 	}
-	if enforcing != (h.Enforcer == testcluster.EnforcerKubeRouter && !h.Holes) || h.IngressHTTP == "" {
-		t.Skipf("SKIPPED: needs the cluster %s, with its ingress controller", map[bool]string{true: "enforcing", false: "without an enforcer"}[enforcing])
+	if enforcing {
+		h.RequireState(t, testcluster.StateEnforcing)
+	} else {
+		h.RequireState(t, testcluster.StateNoEnforcer) // the negative control's cause
+	}
+	if h.IngressHTTP == "" {
+		testreq.Missing(t, "the cluster runs without its ingress controller")
 	}
 	actBin := act(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)

@@ -272,10 +272,10 @@ func (s *suite) fromMain(t *testing.T) *tried {
 	o.must(t)
 	cross, err := s.h.Addresses(s.context(t), o.ref, "lonely")
 	if err != nil {
-		t.Fatalf("addresses of the other environment: %v", err)
+		t.Fatalf("%s addresses of the other environment: %v", verdict.Broken, err)
 	}
 	if len(cross) == 0 {
-		t.Fatal("the harness lists no address of the other environment's service")
+		t.Fatal(verdict.Broken + " the harness lists no address of the other environment's service")
 	}
 	tg := s.opts.Targets
 	_, port, _ := net.SplitHostPort(tg.PublicTCP)
@@ -341,7 +341,7 @@ func (s *suite) control(t *testing.T, name, banner string) {
 	t.Helper()
 	a, o := s.outside(t).get(t, name)
 	if !o.OK || (banner != "" && !strings.Contains(o.Output, banner)) {
-		t.Fatalf("control: %s did not answer from outside every environment (ok=%v %q), so its refusal inside would prove nothing", a, o.OK, o.Output)
+		t.Fatalf("%s control: %s did not answer from outside every environment (ok=%v %q), so its refusal inside would prove nothing", verdict.Broken, a, o.OK, o.Output)
 	}
 }
 
@@ -350,7 +350,7 @@ func works(t *testing.T, m *tried, name, banner string) {
 	t.Helper()
 	a, o := m.get(t, name)
 	if !o.OK || (banner != "" && !strings.Contains(o.Output, banner)) {
-		t.Errorf("%s should work: ok=%v %q", a, o.OK, o.Output)
+		t.Errorf("%s %s should work: ok=%v %q", verdict.Broken, a, o.OK, o.Output)
 	}
 }
 
@@ -359,7 +359,7 @@ func fails(t *testing.T, m *tried, name string) {
 	t.Helper()
 	a, o := m.get(t, name)
 	if o.OK {
-		t.Errorf("ESCAPED: %s got through: %q", a, o.Output)
+		t.Errorf("%s %s got through: %q", verdict.Escape, a, o.Output)
 	}
 }
 
@@ -368,7 +368,7 @@ func notFromOrigin(t *testing.T, m *tried, name, banner string) {
 	t.Helper()
 	a, o := m.get(t, name)
 	if strings.Contains(o.Output, banner) {
-		t.Errorf("ESCAPED: %s was answered by the origin: %q", a, o.Output)
+		t.Errorf("%s %s was answered by the origin: %q", verdict.Escape, a, o.Output)
 	}
 }
 
@@ -815,7 +815,7 @@ func noBypassByLinkLocal(t *testing.T, s *suite) {
 	m := s.fromMain(t)
 	a, in := m.get(t, "link-local")
 	if in.OK {
-		t.Fatalf("ESCAPED: %s got an answer over IPv6 link-local: %q", a, in.Output)
+		t.Fatalf("%s %s got an answer over IPv6 link-local: %q", verdict.Escape, a, in.Output)
 	}
 	s.control(t, "cluster-dns", "")
 	fails(t, m, "cluster-dns")
@@ -840,7 +840,7 @@ func noNodeAccess(t *testing.T, s *suite) {
 	m := s.fromMain(t)
 	names := indexed(m, "node-")
 	if len(names) == 0 {
-		t.Fatal("no node address to try (Targets.Node)")
+		t.Fatal(verdict.Broken + " no node address to try (Targets.Node)")
 	}
 	for _, name := range names {
 		s.control(t, name, "")

@@ -56,7 +56,7 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 	// The uncontained control.
 	ctl := s.try("outside", s.h.TryOutside, []Attempt{{Name: "udp", Kind: DNS, Target: tg.ResolverName, Server: tg.Resolver}})
 	if _, o := ctl.get(t, "udp"); !o.OK {
-		t.Fatalf("control: the resolver %s does not answer an instance outside every environment (%q): a DENIED inside would prove nothing", tg.Resolver, o.Output)
+		t.Fatalf("%s control: the resolver %s does not answer an instance outside every environment (%q): a DENIED inside would prove nothing", verdict.Broken, tg.Resolver, o.Output)
 	}
 
 	if !s.caps.Migrations {
@@ -78,7 +78,7 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 		return s.manifestFor("conformance-startup", map[string]any{"burst": worker}, map[string]any{"default": "allow"}, false)
 	})
 	if e.err != nil {
-		t.Fatalf("up: %v", e.err)
+		t.Fatalf("%s up: %v", verdict.Broken, e.err)
 	}
 
 	check := func(in Instance) {
@@ -87,11 +87,14 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 		case !in.Gated:
 			t.Errorf("%s ran without a gate", in.Name)
 		case in.GateExitCode == nil || *in.GateExitCode != 0:
-			t.Errorf("%s: the gate did not exit 0 (%v)", in.Name, in.GateExitCode)
+			t.Errorf("%s %s: the gate did not exit 0 (%v)", verdict.Broken, in.Name, in.GateExitCode)
 		}
-		if strings.Contains(in.Log, routeEscaped) || !strings.Contains(in.Log, routeDenied) {
-			t.Errorf("ESCAPED or unmeasured: %s logged %q", in.Name, in.Log)
-		} else {
+		switch {
+		case strings.Contains(in.Log, routeEscaped):
+			t.Errorf("%s %s logged %q", verdict.Escape, in.Name, in.Log)
+		case !strings.Contains(in.Log, routeDenied):
+			t.Errorf("%s unmeasured: %s logged %q", verdict.Broken, in.Name, in.Log)
+		default:
 			t.Logf("%s (migration %v): gate exit 0, %s", in.Name, in.Migration, routeDenied)
 		}
 	}
@@ -121,10 +124,10 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 		}
 	}
 	if len(live) != workers {
-		t.Errorf("%d worker instances, want %d", len(live), workers)
+		t.Errorf("%s %d worker instances, want %d", verdict.Broken, len(live), workers)
 	}
 	if s.caps.Migrations && migrations != 1 {
-		t.Errorf("%d migration instances, want 1", migrations)
+		t.Errorf("%s %d migration instances, want 1", verdict.Broken, migrations)
 	}
 	if len(live) == 0 {
 		t.FailNow()
@@ -133,7 +136,7 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 	// A replacement is gated the same way.
 	gone := live[0]
 	if err := s.h.Remove(ctx, e.ref, gone); err != nil {
-		t.Fatalf("removing %s: %v", gone, err)
+		t.Fatalf("%s removing %s: %v", verdict.Broken, gone, err)
 	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
@@ -150,7 +153,7 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no ready replacement for %s within 3m", gone)
+			t.Fatalf("%s no ready replacement for %s within 3m", verdict.Broken, gone)
 		}
 		time.Sleep(time.Second)
 	}

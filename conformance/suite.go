@@ -375,7 +375,7 @@ func (s *suite) up(role string, build func() (*manifest.Manifest, error)) *env {
 func (e *env) must(t *testing.T) {
 	t.Helper()
 	if e.err != nil {
-		t.Fatalf("environment %s did not come up: %v", e.ref.ID, e.err)
+		t.Fatalf("%s environment %s did not come up: %v", verdict.Broken, e.ref.ID, e.err)
 	}
 }
 
@@ -407,13 +407,13 @@ func (s *suite) try(key string, run func(context.Context, []Attempt) ([]Outcome,
 func (m *tried) get(t *testing.T, name string) (Attempt, Outcome) {
 	t.Helper()
 	if m.err != nil {
-		t.Fatalf("the attempts could not be run: %v", m.err)
+		t.Fatalf("%s the attempts could not be run: %v", verdict.Broken, m.err)
 	}
 	for _, a := range m.attempts {
 		if a.Name == name {
 			return a, m.out[name]
 		}
 	}
-	t.Fatalf("no attempt named %s", name)
+	t.Fatalf("%s no attempt named %s", verdict.Broken, name)
 	return Attempt{}, Outcome{}
 }

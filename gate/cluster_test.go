@@ -24,9 +24,7 @@ func TestGatedPodsOnTheCluster(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if h.Enforcer != testcluster.EnforcerKubeRouter {
-		t.Skipf("SKIPPED: the cluster runs without an enforcer (%s); the gate would rightly refuse", h.Enforcer)
-	}
+	h.RequireState(t, testcluster.StateEnforcing) // without an enforcer the gate would rightly refuse
 	kubectl := func(stdin string, args ...string) string {
 		t.Helper()
 		out, err := h.Kubectl(ctx, stdin, args...)

@@ -29,7 +29,7 @@ func TestHoldWaitsForRelease(t *testing.T) {
 	opened := time.Now()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Skipf("the port was taken meanwhile: %v", err)
+		t.Fatalf("the port the test had found free was taken meanwhile by another process: %v", err)
 	}
 	defer l.Close()
 	go func() {

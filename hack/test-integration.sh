@@ -1,67 +1,81 @@
 #!/usr/bin/env bash
-# The integration phase of `make test`: the real test cluster (testcluster/), brought up, used,
-# and always taken down again, even when a test fails.
-#   1. kube-router enforcing: the testcluster suite, the gate behind 20 pod starts, the engine
-#      image in containerd, the Kubernetes runtime (af up/down/status of the example and more),
-#      the GitHub Action run by nektos/act against the GitHub stand-in, the GitHub App (teardown,
-#      reaper, an API server restart),
-#      then conformance (the roster and the startup proof; the verdict reader must accept);
-#   1c. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
-#      exemption): af up refuses naming the link-local and node routes, and the reader refuses
-#      the conformance report naming every containment behaviour, the two new ones among them;
-#   2. no enforcer: the negative controls (default-deny blocks nothing; af up refuses with
-#      AF-RUN-043 and runs no service image, and so does the action under act, failing its check; conformance fails and the reader refuses, naming
-#      every containment behaviour);
-#   3. down, and nothing is left.
+# The integration phases of `make test`: the real test cluster (testcluster/), brought up, used,
+# and always taken down again, even when a test fails. Every go test runs through
+# internal/testrun (hack/lib.sh), which fails a phase on a failed test, on nothing run and on a
+# -run alternative that matched no test.
+#   1. kube-router enforcing, holes closed: the testcluster suite, the gate behind 20 pod
+#      starts, the engine image in containerd, the build tests, af up from the command line,
+#      the Kubernetes runtime, the GitHub Action under nektos/act, the GitHub App (last: it
+#      restarts the API server); then conformance, which the verdict reader must accept with
+#      0 skipped.
+#   2. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
+#      exemption), read off the machine by each negative control before it claims anything;
+#      together: af up refuses naming the link-local and node routes, and the conformance
+#      negative control, whose reader requires exactly those two behaviours to fail by an
+#      escape and everything else to pass.
+#   3. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
+#      the routes and runs no service image; so does the action under act, failing its check;
+#      and the conformance negative control, every behaviour that tries a route failing by an
+#      escape and every other behaviour passing.
+#   4. down, and nothing is left.
+# Tests of one cluster state that each must refuse run together: load cannot make a refusal
+# pass, only slow it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH=/usr/local/go/bin:$PATH
-afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
-# The cluster tests run under the race detector too: the runtime waits, tears down and probes
-# with goroutines of its own.
-gotest() { CGO_ENABLED=1 go test -race -count=1 -v -timeout 40m "$@"; }
+# shellcheck source=hack/lib.sh
+. hack/lib.sh
+export AF_TESTCLUSTER=1
 
 trap 'echo "== taking the test cluster down"; afcluster down || true; ./hack/dockerd.sh stop || true' EXIT
 
-echo "== 0. a private container daemon for the build tests (no iptables, no masquerade, no bridge)"
+echo "== a private container daemon for the build tests (no iptables, no masquerade, no bridge)"
 export AF_DOCKER_HOST
 AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 
 echo "== 1. cluster with kube-router"
-afcluster ensure -enforcer kube-router
-AF_TESTCLUSTER=1 gotest ./testcluster/...
-AF_TESTCLUSTER=1 gotest -run 'TestGatedPodsOnTheCluster' ./gate/
-AF_TESTCLUSTER=1 gotest -run 'TestEngineImageRunsInContainerd' ./images/engine/
-AF_TESTCLUSTER=1 gotest ./images/
-AF_TESTCLUSTER=1 gotest -run 'TestUpBuildsPublishesAndRuns' ./cmd/af/internal/cmd/root/
-AF_TESTCLUSTER=1 gotest -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment)$' ./runtime/...
+step cluster-up-kube-router bin/afcluster ensure -enforcer kube-router
+gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown)$' ./testcluster/...
+gophase gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/
+gophase engine-image-in-containerd -run '^TestEngineImageRunsInContainerd$' ./images/engine/
+gophase images ./images/
+gophase af-up-cli -run '^TestUpBuildsPublishesAndRuns$' ./cmd/af/internal/cmd/root/
+gophase runtime -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment|TestUpRefusedWithoutEnforcer|TestUpRefusedWithHoles)$' ./runtime/...
 # The GitHub Action under nektos/act: its own image in the private daemon, the GitHub stand-in,
 # this cluster (opened, synchronize, closed).
-AF_TESTCLUSTER=1 gotest -run 'TestActionUnderAct$' ./action/
+gophase action-under-act -run '^TestActionUnderAct$' ./action/
 # The GitHub App: closed deliveries, the reaper (lost webhook, expired TTL), namespaces that are
 # not its own left untouched, and a teardown that outlives an API server restart (last: the
 # API server is stopped and started again).
-AF_TESTCLUSTER=1 gotest -run 'TestAppOnTheCluster' ./app/
-
+gophase app-on-cluster -run '^TestAppOnTheCluster' ./app/
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
 
 echo "== 1b. conformance on the enforcing cluster (make conformance)"
-AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
+bin/testrun step -phase conformance -report bin/conformance-report.jsonl -- \
+	env AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
 
-echo "== 1c. the same cluster with IPv6 left on in pods and kube-router's NodePort exemption open (holes)"
-afcluster holes open
-AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithHoles' ./runtime/kubernetes/
-AF_TESTCLUSTER=1 AF_CONFORMANCE_REPORT=bin/conformance-holes.jsonl ./hack/conformance.sh --expect-refusal
+echo "== 2. the same cluster with IPv6 left on in pods and kube-router's NodePort exemption open (holes)"
+step holes-open bin/afcluster holes open
+holes_up() { gophase holes-af-up-refused -run '^TestUpRefusedWithHoles$' ./runtime/kubernetes/; }
+holes_conformance() {
+	bin/testrun step -phase holes-conformance-negative -negative -report bin/conformance-holes.jsonl -- \
+		env AF_CONFORMANCE_REPORT=bin/conformance-holes.jsonl ./hack/conformance.sh --expect-refusal \
+		--escape egress/no-bypass-by-ipv6-link-local --escape egress/no-node-access
+}
+together holes_up holes_conformance
 
-echo "== 2. the same cluster without an enforcer (negative control)"
-afcluster up -enforcer none
-AF_TESTCLUSTER=1 gotest -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
-AF_TESTCLUSTER=1 gotest -run 'TestUpRefusedWithoutEnforcer' ./runtime/kubernetes/
+echo "== 3. the same cluster without an enforcer (negative controls)"
+step cluster-up-no-enforcer bin/afcluster up -enforcer none
 AF_DOCKER_HOST=$(./hack/dockerd.sh start)
-AF_TESTCLUSTER=1 gotest -run 'TestActionUnderActNotContained' ./action/
+none_testcluster() { gophase none-testcluster -run '^(TestSmoke|TestNegativeControl|TestGuardCountersZero)$' ./testcluster/; }
+none_up() { gophase none-af-up-refused -run '^TestUpRefusedWithoutEnforcer$' ./runtime/kubernetes/; }
+none_action() { gophase none-action-refused -run '^TestActionUnderActNotContained$' ./action/; }
+none_conformance() {
+	bin/testrun step -phase none-conformance-negative -negative -report bin/conformance-no-enforcer.jsonl -- \
+		env AF_CONFORMANCE_REPORT=bin/conformance-no-enforcer.jsonl ./hack/conformance.sh --expect-refusal
+}
+together none_testcluster none_up none_action none_conformance
 ./hack/dockerd.sh stop
-AF_TESTCLUSTER=1 AF_CONFORMANCE_REPORT=bin/conformance-no-enforcer.jsonl ./hack/conformance.sh --expect-refusal
 
-echo "== 3. down, and nothing left"
-afcluster down
-AF_TESTCLUSTER_DOWN=1 gotest -run TestNothingLeftAfterDown ./testcluster/
+echo "== 4. down, and nothing left"
+step cluster-down bin/afcluster down
+AF_TESTCLUSTER_DOWN=1 gophase nothing-left -run '^TestNothingLeftAfterDown$' ./testcluster/

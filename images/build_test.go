@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/internal/testreq"
 )
 
 // daemon returns the container daemon the build tests use: AF_DOCKER_HOST, which the
@@ -24,9 +24,7 @@ func daemon(t *testing.T) *Docker {
 	t.Helper()
 	host := os.Getenv("AF_DOCKER_HOST")
 	if host == "" {
-		msg := "SKIPPED: needs a container daemon; make test starts one and sets AF_DOCKER_HOST"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
+		testreq.Elsewhere(t, "needs a container daemon; make test starts one and sets AF_DOCKER_HOST")
 	}
 	return &Docker{Host: host, Progress: t.Logf, Timeout: 2 * time.Minute}
 }

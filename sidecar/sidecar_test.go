@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/antifailure/af/internal/testcert"
 	"github.com/antifailure/af/internal/testnet"
+	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/sidecar/config"
 	"github.com/antifailure/af/sidecar/decisionlog"
@@ -193,11 +193,8 @@ func (w *world) find(host, method string) decisionlog.Entry {
 }
 
 func need(t *testing.T, tools ...string) {
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("SKIPPED: %s is not installed (make test installs it)", tool)
-		}
-	}
+	t.Helper()
+	testreq.Tools(t, tools...)
 }
 
 func TestCurlThroughTheExplicitProxy(t *testing.T) {

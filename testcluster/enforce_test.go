@@ -3,25 +3,21 @@ package testcluster_test
 import (
 	"fmt"
 	"net"
-	"os"
 	"testing"
 
 	"github.com/antifailure/af/testcluster"
 )
 
-// requireEnforcer skips (loudly) unless the running cluster has the enforcer want.
-func requireEnforcer(t *testing.T, h *testcluster.Handle, want string) {
+// requireState fails the test unless the running cluster, read off the machine, is in the
+// state it needs (make test-cluster and make test run each test where it is).
+func requireState(t *testing.T, h *testcluster.Handle, want testcluster.State) {
 	t.Helper()
-	if h.Enforcer != want {
-		msg := fmt.Sprintf("SKIPPED: needs a cluster with enforcer %q, this one has %q (make test-cluster runs both)", want, h.Enforcer)
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
-	}
+	h.RequireState(t, want)
 }
 
 func TestEnforce(t *testing.T) {
 	h := cluster(t)
-	requireEnforcer(t, h, testcluster.EnforcerKubeRouter)
+	requireState(t, h, testcluster.StateEnforcing)
 	ns := namespace(t, h)
 	serverIP := serverPod(t, h, ns, "server", map[string]string{"app": "server"})
 	clientPod(t, h, ns, "client", map[string]string{"app": "client"})

@@ -5,10 +5,11 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/antifailure/af/internal/testreq"
 )
 
 // TestIngress: an Ingress served by the cluster's Traefik answers on the
@@ -16,9 +17,7 @@ import (
 func TestIngress(t *testing.T) {
 	h := cluster(t)
 	if h.IngressHTTP == "" {
-		msg := "SKIPPED: this cluster runs without the ingress controller (started with -no-ingress or AF_INGRESS=0)"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
+		testreq.Missing(t, "this cluster runs without the ingress controller (started with -no-ingress or AF_INGRESS=0)")
 	}
 	ns := namespace(t, h)
 	token := fmt.Sprintf("af-ingress-%08x", rand.Uint32())

@@ -13,7 +13,7 @@ import (
 // It proves the enforcement checks can tell the two apart.
 func TestNegativeControl(t *testing.T) {
 	h := cluster(t)
-	requireEnforcer(t, h, testcluster.EnforcerNone)
+	requireState(t, h, testcluster.StateNoEnforcer)
 	ns := namespace(t, h)
 	serverIP := serverPod(t, h, ns, "server", map[string]string{"app": "server"})
 	clientPod(t, h, ns, "client", map[string]string{"app": "client"})

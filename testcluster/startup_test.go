@@ -17,7 +17,7 @@ import (
 // prints the distribution and asserts no bound: the gate closes this window.
 func TestStartupWindow(t *testing.T) {
 	h := cluster(t)
-	requireEnforcer(t, h, testcluster.EnforcerKubeRouter)
+	requireState(t, h, testcluster.StateEnforcing)
 	runs := 10
 	if n, err := strconv.Atoi(os.Getenv("AF_STARTUP_RUNS")); err == nil && n > 0 {
 		runs = n

@@ -170,3 +170,130 @@ func TestRosterNamesAreUnique(t *testing.T) {
 		t.Errorf("%d containment behaviours, want the 12 the issues list (10, then IPv6 link-local and node access)", containment)
 	}
 }
+
+// negative builds a negative control's report: the behaviours in escaped fail with an Escape
+// line, results overrides others (action, or "fail-broken" / "fail-escape-broken"), and the
+// marker is logged unless unmarked.
+func negative(escaped []string, results map[string]string, unmarked bool) string {
+	esc := map[string]bool{}
+	for _, n := range escaped {
+		esc[n] = true
+	}
+	s := &stream{}
+	s.add("run", pkg, RootTest, "")
+	if !unmarked {
+		s.add("output", pkg, RootTest, "    conformance_cluster_test.go:99: "+NegativeControlMarker+": af's probe and gates are off\n")
+	}
+	result := func(name string) {
+		s.add("run", pkg, name, "")
+		action := results[name]
+		switch {
+		case action == "fail-broken":
+			s.add("output", pkg, name, "    behaviours.go:344: "+Broken+" control: tcp x did not answer from outside every environment\n")
+			action = "fail"
+		case action == "fail-escape-broken":
+			s.add("output", pkg, name, "    behaviours.go:362: "+Escape+" tcp x got through\n")
+			s.add("output", pkg, name, "    behaviours.go:353: "+Broken+" dns store should work\n")
+			action = "fail"
+		case action == "fail":
+			s.add("output", pkg, name, "    behaviours.go:521: second up: timeout\n")
+		case esc[name] && action == "":
+			s.add("output", pkg, name, "    behaviours.go:362: "+Escape+" tcp 198.51.100.1:7 got through: \"echo\"\n")
+			action = "fail"
+		case action == "":
+			action = "pass"
+		}
+		s.add(action, pkg, name, "")
+	}
+	for _, b := range Roster {
+		result(RootTest + "/" + b.Name)
+	}
+	s.add("fail", pkg, RootTest, "")
+	result(StartupProof)
+	s.add("fail", pkg, "", "")
+	return s.String()
+}
+
+func withRoot(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n == StartupProof {
+			out = append(out, n)
+		} else {
+			out = append(out, RootTest+"/"+n)
+		}
+	}
+	return out
+}
+
+func TestVerifyRefusalHolds(t *testing.T) {
+	all := RouteBehaviours()
+	if len(all) != 11 || all[len(all)-1] != StartupProof {
+		t.Fatalf("route behaviours: %v, want the 10 containment behaviours that try a route and the startup proof", all)
+	}
+	c, err := VerifyRefusal(strings.NewReader(negative(withRoot(all), nil, false)), pkg, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Escaped) != 11 || c.Passed != len(Roster)-10 {
+		t.Errorf("claim %s", c)
+	}
+	holes := []string{"egress/no-bypass-by-ipv6-link-local", "egress/no-node-access"}
+	if _, err := VerifyRefusal(strings.NewReader(negative(withRoot(holes), nil, false)), pkg, holes); err != nil {
+		t.Errorf("the holes' negative control: %v", err)
+	}
+}
+
+func TestVerifyRefusalRefuses(t *testing.T) {
+	all := RouteBehaviours()
+	holes := []string{"egress/no-bypass-by-ipv6-link-local", "egress/no-node-access"}
+	for _, c := range []struct {
+		name    string
+		report  string
+		escapes []string
+		reason  string
+	}{
+		// A broken cluster: the environment never came up, so every behaviour failed, none by an escape.
+		{"nothing came up", negative(nil, func() map[string]string {
+			m := map[string]string{}
+			for _, b := range Roster {
+				m[RootTest+"/"+b.Name] = "fail-broken"
+			}
+			m[StartupProof] = "fail-broken"
+			return m
+		}(), false), all, "failed, but not because a route got out"},
+		{"DNS broken: a behaviour that is not containment failed", negative(withRoot(all), map[string]string{RootTest + "/up/starts-a-service": "fail"}, false), all,
+			"up/starts-a-service failed, and this negative control's holes do not explain it: behaviours.go:521: second up: timeout"},
+		{"an escape and a broken measurement", negative(withRoot(all), map[string]string{RootTest + "/egress/no-metadata": "fail-escape-broken"}, false), all,
+			"failed by an escape, and also could not measure"},
+		{"a route that should have got out did not", negative(withRoot(all[1:]), nil, false), all,
+			"egress/no-policy-nothing-out passed: a route it tries should have got out"},
+		{"the holes' run with another containment behaviour failing", negative(withRoot(append(holes, "egress/no-bypass-by-udp")), nil, false), holes,
+			"egress/no-bypass-by-udp failed, and this negative control's holes do not explain it"},
+		{"the runtime's own checks were on", negative(withRoot(all), nil, true), all, "the run is not a negative control's"},
+		{"a behaviour never reached", strings.Replace(negative(withRoot(all), nil, false), `"Test":"TestConformance/down/idempotent"`, `"Test":"TestOther"`, -1), all,
+			"never reached, so unmeasured: down/idempotent"},
+	} {
+		_, err := VerifyRefusal(strings.NewReader(c.report), pkg, c.escapes)
+		var r *Refusal
+		if !errors.As(err, &r) {
+			t.Errorf("%s: accepted as a negative control (%v)", c.name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: reasons do not say %q:\n%v", c.name, c.reason, err)
+		}
+	}
+	if _, err := VerifyRefusal(strings.NewReader(""), pkg, []string{"egress/no-token"}); err == nil || !strings.Contains(err.Error(), "not a behaviour that tries a route") {
+		t.Errorf("egress/no-token named as an escape: %v", err)
+	}
+}
+
+// TestVerifyRefusesANegativeControlAsAClaim: a run with the runtime's checks off claims nothing.
+func TestVerifyRefusesANegativeControlAsAClaim(t *testing.T) {
+	report := strings.Replace(good(nil, nil), `{"Action":"run","Package":"`+pkg+`","Test":"`+RootTest+`"}`,
+		`{"Action":"run","Package":"`+pkg+`","Test":"`+RootTest+`"}`+"\n"+`{"Action":"output","Package":"`+pkg+`","Test":"`+RootTest+`","Output":"`+NegativeControlMarker+`\n"}`, 1)
+	if _, err := Verify(strings.NewReader(report), pkg); err == nil || !strings.Contains(err.Error(), "negative control") {
+		t.Errorf("a negative control's report was accepted as a claim: %v", err)
+	}
+}

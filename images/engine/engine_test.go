@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/version"
 )
 
@@ -140,14 +141,12 @@ func TestEngineImageRunsInContainerd(t *testing.T) {
 	// (connection refused). So the test runs when asked to, and then fails if nothing answers.
 	addr := os.Getenv("AF_CONTAINERD_ADDRESS")
 	if addr == "" {
-		if os.Getenv("AF_TESTCLUSTER") != "1" {
-			t.Skip("SKIPPED: needs a containerd; make test runs this with the test cluster's (AF_TESTCLUSTER=1), or set AF_CONTAINERD_ADDRESS")
+		if !testreq.ClusterPhase() {
+			testreq.Elsewhere(t, "needs a containerd; make test runs this with the test cluster's (AF_TESTCLUSTER=1), or set AF_CONTAINERD_ADDRESS")
 		}
 		addr = "/run/af-testcluster/containerd/containerd.sock"
 	}
-	if _, err := exec.LookPath("ctr"); err != nil {
-		t.Skip("SKIPPED: ctr is not installed")
-	}
+	testreq.Tools(t, "ctr")
 	bin := buildAF(t)
 	dir := t.TempDir()
 	w := writeImage(t, bin, dir)

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/antifailure/af/internal/testreq"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,15 +33,14 @@ type Net struct {
 
 var counter atomic.Int32
 
-// New returns a Net for t, or skips t when not root or when ip is missing.
+// New returns a Net for t. Without root or the ip command the test is skipped, or fails
+// under make test (package testreq).
 func New(t testing.TB) *Net {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root to create network namespaces (make test runs as root)")
+		testreq.Missing(t, "needs root to create network namespaces (make test runs as root)")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("SKIPPED: needs the ip command (iproute2)")
-	}
+	testreq.Tools(t, "ip")
 	n := counter.Add(1)
 	return &Net{t: t, prefix: fmt.Sprintf("aft%d-%d", os.Getpid()%100000, n)}
 }

@@ -365,11 +365,12 @@ func parseResults(log string) map[string]checkResult {
 	return out
 }
 
+// requireEnforcer fails the test unless the cluster, read off the machine, enforces with its
+// holes closed: make test runs these tests only there (TestUpRefusedWithoutEnforcer and
+// TestUpRefusedWithHoles cover the other states).
 func requireEnforcer(t *testing.T, h *testcluster.Handle) {
 	t.Helper()
-	if h.Enforcer != testcluster.EnforcerKubeRouter {
-		t.Skipf("SKIPPED: the cluster runs without an enforcer (%s); TestUpRefusedWithoutEnforcer covers it", h.Enforcer)
-	}
+	h.RequireState(t, testcluster.StateEnforcing)
 }
 
 // viaIngress GETs url from this machine through the cluster's ingress controller.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/antifailure/af/conformance"
+	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/envid"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/testcluster/fakenet"
@@ -81,9 +83,17 @@ func nodeTargets(nodeIP, service string) []string {
 }
 
 // subject is the conformance factory: the runtime as the other cluster tests configure it,
-// and a harness over the administrator's client.
+// and a harness over the administrator's client. For a negative control
+// (AF_CONFORMANCE_NEGATIVE=1, set by `hack/conformance.sh --expect-refusal`) af's own probe and
+// gates are off, so that the suite's attempts alone meet the cluster's holes: the verdict
+// reader then requires each behaviour that tries a route to have failed by an escape, and
+// every other behaviour to have passed, which a cluster broken in another way cannot do.
 func (fx *fixture) subject(t *testing.T) conformance.Subject {
 	rt := fx.runtime(t)
+	if os.Getenv("AF_CONFORMANCE_NEGATIVE") == "1" {
+		rt.opts.negativeControl = fx.h.TestImage
+		t.Log(verdict.NegativeControlMarker + ": af's probe and gates are off; the suite's own attempts measure the cluster")
+	}
 	h := &harness{kube: fx.kube, rt: rt, image: fx.h.TestImage, ingress: fx.h.IngressHTTP, outsideNS: "af-conformance-outside"}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -88,6 +88,13 @@ type Options struct {
 	Progress afruntime.Progress
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+
+	// negativeControl, when set, is an image with a shell and aftool (the test cluster's test
+	// image): af's own containment checks are then off, so that the conformance suite's
+	// negative controls measure a cluster by the suite's own attempts alone. The probe is not
+	// run, and every gate is replaced by a plain wait for its pod's hold (the order of starts
+	// is kept). It is unexported: only this package's tests can set it, never the af binary.
+	negativeControl string
 }
 
 // IngressController locates the ingress controller's pods.

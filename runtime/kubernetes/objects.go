@@ -130,6 +130,8 @@ type env struct {
 	Holds map[string]string
 	// timeline records af up's phases (nil outside af up).
 	timeline *timeline
+	// negativeControl: Options.negativeControl (tests only).
+	negativeControl string
 }
 
 // pullSecrets is the pods' image pull secret list.
@@ -423,6 +425,12 @@ func (e *env) gate(res corev1.ResourceRequirements, hold string) corev1.Containe
 			AllowPrivilegeEscalation: &no,
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
+	}
+	if e.negativeControl != "" {
+		// Tests only (Options.negativeControl): no containment check, only the hold.
+		c.Image, c.Command = e.negativeControl, []string{"sh", "-c",
+			`echo 'negative control: no containment check'; [ -z "$AF_GATE_HOLD" ] || until aftool connect -timeout 1s "$AF_GATE_HOLD" >/dev/null 2>&1; do sleep 0.1; done`}
+		c.Args = nil
 	}
 	return c
 }

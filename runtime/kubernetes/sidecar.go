@@ -47,7 +47,13 @@ func (r *Runtime) sidecarAndProbe(ctx context.Context, t *target, e *env, dbURL 
 		besideErr <- err
 	}()
 	probeStart := time.Now()
-	verdict, err := r.probe(ctx, t, e)
+	var verdict *gate.Result
+	var err error
+	if r.opts.negativeControl == "" {
+		verdict, err = r.probe(ctx, t, e)
+	} else {
+		r.progress(ctx).Printf("negative control (tests only): the probe is not run")
+	}
 	if err != nil {
 		cancel() // no verdict: the sidecar's readiness no longer matters
 	}

@@ -102,6 +102,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, EngineImage: proxyImage,
 				GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
 				HasDatabase: dbURL != "", Cluster: ranges.Prefixes, timeline: tl,
+				negativeControl: r.opts.negativeControl,
 			}
 			if t.m.Runtime.Domain != "" && r.opts.IngressController != nil {
 				e.IngressFrom = r.opts.IngressController

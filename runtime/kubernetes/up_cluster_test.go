@@ -883,9 +883,8 @@ func TestDownNamesTheFinalizer(t *testing.T) {
 // removes the namespace.
 func TestUpRefusedWithoutEnforcer(t *testing.T) {
 	f := setup(t)
-	if f.h.Enforcer != "none" {
-		t.Skipf("SKIPPED: the cluster enforces NetworkPolicy (%s); this is the negative control", f.h.Enforcer)
-	}
+	// The negative control's cause, read off the machine: no enforcer at all.
+	f.h.RequireState(t, testcluster.StateNoEnforcer)
 	ctx := ctxFor(t, 10*time.Minute)
 	rt := f.runtime(t)
 	ref := afruntime.Ref{ID: "shop-uncontained", Manifest: shop(t)}
@@ -1108,9 +1107,8 @@ func TestUpPublishesArchives(t *testing.T) {
 // af up must still refuse, naming the link-local and node routes, having run no service image.
 func TestUpRefusedWithHoles(t *testing.T) {
 	f := setup(t)
-	if f.h.Enforcer != testcluster.EnforcerKubeRouter || !f.h.Holes {
-		t.Skipf("SKIPPED: the cluster is not the holes variant (enforcer %s, holes %v)", f.h.Enforcer, f.h.Holes)
-	}
+	// The negative control's cause, read off the machine: both holes open.
+	f.h.RequireState(t, testcluster.StateHoles)
 	ctx := ctxFor(t, 10*time.Minute)
 	rt := f.runtime(t)
 	ref := afruntime.Ref{ID: "shop-holes", Manifest: shop(t)}
@@ -1127,8 +1125,17 @@ func TestUpRefusedWithHoles(t *testing.T) {
 			t.Errorf("the error does not name route %s: %v", route, err)
 		}
 	}
-	if res == nil || res.Probe == nil {
-		t.Fatalf("no verdict returned: %+v", res)
+	if res == nil || res.Probe == nil || res.Probe.Verdict != gate.Escape {
+		t.Fatalf("no escape verdict returned: %+v", res)
+	}
+	escaped := map[string]bool{}
+	for _, a := range res.Probe.Escaped {
+		escaped[a.Route] = true
+	}
+	for _, route := range []string{gate.RouteLinkLocal, gate.RouteNode} {
+		if !escaped[route] {
+			t.Errorf("the probe's verdict does not record route %s as escaped: %+v", route, res.Probe.Escaped)
+		}
 	}
 	for _, a := range res.Probe.Routes {
 		t.Logf("probe: %-16s %-40s %-8s %s", a.Route, a.Target, a.Outcome, a.Detail)

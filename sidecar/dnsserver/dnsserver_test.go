@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/sidecar/decisionlog"
 )
 
@@ -272,9 +273,7 @@ func TestResolverDownIsServfail(t *testing.T) {
 
 // TestDig asks with dig, a real resolver client, as a person would.
 func TestDig(t *testing.T) {
-	if _, err := exec.LookPath("dig"); err != nil {
-		t.Skip("SKIPPED: dig is not installed (make test installs bind9-dnsutils)")
-	}
+	testreq.Tools(t, "dig") // make test installs bind9-dnsutils
 	addr, _, _ := setup(t, false)
 	host, port, _ := net.SplitHostPort(addr)
 	out, err := exec.Command("dig", "@"+host, "-p", port, "+short", "api.stripe.com", "A").CombinedOutput()

@@ -2,10 +2,14 @@ package build
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -15,7 +19,8 @@ import (
 type Program struct {
 	// Name names the cache entry and the output binary.
 	Name string
-	// Version keys the cache entry; change it and the program is rebuilt.
+	// Version is the upstream release; with everything else that builds the
+	// program it keys the cache entry (Key).
 	Version string
 	// GoMod is the complete go.mod of the throwaway module.
 	GoMod string
@@ -36,9 +41,32 @@ type Builder struct {
 	Log func(format string, args ...any)
 }
 
+// Key names p's cache entry: its name and version, then a hash of everything
+// that decides what the build makes (the throwaway module's text and files,
+// the package, the flags, the Go toolchain and target). Change any of them and
+// the program is rebuilt in a fresh entry; an entry is never reused for
+// another recipe.
+func (p Program) Key() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "go.mod\x00%s\x00", p.GoMod)
+	names := make([]string, 0, len(p.Files))
+	for n := range p.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(h, "file\x00%s\x00%s\x00", n, p.Files[n])
+	}
+	fmt.Fprintf(h, "pkg\x00%s\x00ldflags\x00%s\x00tags\x00%s\x00", p.Package, p.LDFlags, p.Tags)
+	fmt.Fprintf(h, "go\x00%s\x00%s/%s\x00cgo=0\x00trimpath\x00", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("%s-%s-%s", p.Name, p.Version, hex.EncodeToString(h.Sum(nil))[:12])
+}
+
+func (b *Builder) dir(p Program) string { return filepath.Join(b.CacheDir, "build", p.Key()) }
+
 // Binary returns the cached binary of p, building it first when absent.
 func (b *Builder) Binary(ctx context.Context, p Program) (string, error) {
-	dir := filepath.Join(b.CacheDir, "build", p.Name+"-"+p.Version)
+	dir := b.dir(p)
 	out := filepath.Join(dir, "bin", p.Name)
 	if fileExists(out + ".ok") {
 		return out, nil
@@ -78,7 +106,7 @@ func (b *Builder) Binary(ctx context.Context, p Program) (string, error) {
 // dependencies (go mod tidy), without building. It needs little CPU, so it can
 // run beside another program's build; Binary calls it too.
 func (b *Builder) Prefetch(ctx context.Context, p Program) error {
-	dir := filepath.Join(b.CacheDir, "build", p.Name+"-"+p.Version)
+	dir := b.dir(p)
 	if fileExists(filepath.Join(dir, "bin", p.Name+".ok")) {
 		return nil
 	}

@@ -24,15 +24,27 @@ func NewCmdConformance(f *factory.Factory) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	var pkg string
+	var (
+		pkg           string
+		noSkip        bool
+		expectRefusal bool
+		escapes       []string
+	)
 	verify := &cobra.Command{
 		Use:   "verify REPORT.jsonl",
 		Short: "Turn a go test -json report of the conformance suite into a claim, or refuse",
 		Long: `Accepts the report only when every roster behaviour passed exactly once as a subtest of
 the suite's root test, the startup proof passed, no containment behaviour failed or was
 skipped, every other skip is a named behaviour with a requirement and a reason, the package
-passed, no same-named test of another package is counted, and nothing ran twice. Prints the
-count, or every reason it refuses (AF-RUN-049). "-" reads standard input.`,
+passed, no same-named test of another package is counted, nothing ran twice, and the runtime
+ran with its own containment checks. --no-skip refuses any skip at all. Prints the count, or
+every reason it refuses (AF-RUN-049). "-" reads standard input.
+
+--expect-refusal reads the report of a negative control instead: a run on a cluster with
+known holes, the runtime's own probe and gates off, so that the suite's attempts alone meet
+the holes. It holds only when each behaviour named by --escape (default: every behaviour that
+tries a route, and the startup proof) failed because a route got out, and every other
+behaviour passed: a cluster broken in another way is refused as a negative control.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := f.IO.In
@@ -44,29 +56,58 @@ count, or every reason it refuses (AF-RUN-049). "-" reads standard input.`,
 				defer file.Close()
 				in = file
 			}
-			claim, err := verdict.Verify(in, pkg)
-			if err != nil {
+			if len(escapes) > 0 && !expectRefusal {
+				return failure.Newf(failure.UsageInvalid, "--escape goes with --expect-refusal")
+			}
+			var (
+				result   fmt.Stringer
+				lines    []string
+				err      error
+				accepted bool
+			)
+			if expectRefusal {
+				if len(escapes) == 0 {
+					escapes = verdict.RouteBehaviours()
+				}
+				var nc *verdict.NegativeClaim
+				if nc, err = verdict.VerifyRefusal(in, pkg, escapes); err == nil {
+					result, accepted = nc, true
+				}
+			} else {
+				var claim *verdict.Claim
+				if claim, err = verdict.Verify(in, pkg); err == nil {
+					if noSkip && len(claim.Skipped) > 0 {
+						err = &verdict.Refusal{Reasons: []string{fmt.Sprintf("--no-skip: %d behaviour(s) skipped: %v", len(claim.Skipped), claim.SkipReasons)}}
+					} else {
+						result, accepted, lines = claim, true, claim.SkipReasons
+					}
+				}
+			}
+			if !accepted {
 				if r, ok := err.(*verdict.Refusal); ok {
+					e := failure.Newf(failure.ConformanceRefused, "%s", r.Error())
 					if f.IO.JSON() {
-						e := failure.Newf(failure.ConformanceRefused, "%s", r.Error())
 						_ = f.WriteJSON(map[string]any{"accepted": false, "reasons": r.Reasons})
 						return &factory.Reported{Err: e}
 					}
-					return failure.Newf(failure.ConformanceRefused, "%s", r.Error())
+					return e
 				}
 				return failure.New(failure.UsageInvalid, err.Error(), err)
 			}
 			if f.IO.JSON() {
-				return f.WriteJSON(map[string]any{"accepted": true, "claim": claim, "summary": claim.String()})
+				return f.WriteJSON(map[string]any{"accepted": true, "claim": result, "summary": result.String()})
 			}
-			fmt.Fprintln(f.IO.Out, claim.String())
-			for _, s := range claim.SkipReasons {
+			fmt.Fprintln(f.IO.Out, result.String())
+			for _, s := range lines {
 				fmt.Fprintln(f.IO.Out, "  skipped "+s)
 			}
 			return nil
 		},
 	}
 	verify.Flags().StringVar(&pkg, "package", DefaultPackage, "the Go package the suite ran in")
+	verify.Flags().BoolVar(&noSkip, "no-skip", false, "refuse a report in which any behaviour was skipped")
+	verify.Flags().BoolVar(&expectRefusal, "expect-refusal", false, "the report is a negative control's: require the escapes named, and every other behaviour passed")
+	verify.Flags().StringSliceVar(&escapes, "escape", nil, "with --expect-refusal: a behaviour (or the startup proof) that must fail by an escape; repeat or comma-separate (default: every behaviour that tries a route, and the startup proof)")
 	cmd.AddCommand(verify, newCmdRoster(f))
 	return cmd
 }

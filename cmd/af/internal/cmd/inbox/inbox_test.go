@@ -72,7 +72,7 @@ func TestInbox(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	mail(t, o, "late@example.test", "Late")
-	if r := <-done; r.Err != nil || !strings.Contains(r.Out, "Subject") && !strings.Contains(r.Out, "Late") {
+	if r := <-done; r.Err != nil || !strings.Contains(r.Out, "late@example.test") || !strings.Contains(r.Out, "Late") {
 		t.Fatalf("wait: %v\n%s", r.Err, r.Out)
 	}
 	r = cmdtest.Exec(t, cmdtest.Env{Runtime: o}, NewCmdInbox, "wait", "--env", "e", "--to", "nobody@example.test", "--timeout", "1s")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
+	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/testcluster"
 )
 
@@ -26,13 +27,9 @@ func TestUpBuildsPublishesAndRuns(t *testing.T) {
 	h := testcluster.Require(t)
 	dockerHost := os.Getenv("AF_DOCKER_HOST")
 	if dockerHost == "" {
-		msg := "SKIPPED: needs a container daemon; make test starts one and sets AF_DOCKER_HOST"
-		fmt.Fprintln(os.Stderr, "!!! "+t.Name()+": "+msg)
-		t.Skip(msg)
+		testreq.Elsewhere(t, "needs a container daemon; make test starts one and sets AF_DOCKER_HOST")
 	}
-	if h.Enforcer != testcluster.EnforcerKubeRouter {
-		t.Skipf("SKIPPED: the cluster runs without an enforcer; af up would rightly refuse")
-	}
+	h.RequireState(t, testcluster.StateEnforcing) // without an enforcer af up would rightly refuse
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if err := h.ImportEngineImage(ctx, "../../../../.."); err != nil {

@@ -1,0 +1,48 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Observed is the cluster's containment state read off the machine as it is now, never from
+// what was recorded when the cluster started: the negative controls check it before they
+// claim anything.
+type Observed struct {
+	// KubeRouter: kube-router's process is alive and its policy chains are in iptables.
+	KubeRouter bool
+	// KubeRouterProcess and KubeRouterChains are its two parts.
+	KubeRouterProcess, KubeRouterChains bool
+	// NodePortExemption is the port range kube-router returns ahead of the pods' policies
+	// ("30000:32767" open, "32766:32767" narrowed), "" when it has none.
+	NodePortExemption string
+	// PodIPv6Off: the CNI configuration new pods get turns IPv6 off in them.
+	PodIPv6Off bool
+}
+
+var exemption = regexp.MustCompile(`KUBE-ROUTER-INPUT .*--dports? (\d+:\d+)`)
+
+// Observe reads the enforcer's process, its iptables rules and the CNI configuration.
+func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
+	var o Observed
+	o.KubeRouterProcess = c.running("kube-router")
+	rules, err := run(ctx, "iptables-save", "-t", "filter")
+	if err != nil {
+		return o, fmt.Errorf("reading iptables: %w", err)
+	}
+	o.KubeRouterChains = strings.Contains(rules, ":KUBE-ROUTER-FORWARD")
+	o.KubeRouter = o.KubeRouterProcess && o.KubeRouterChains
+	if m := exemption.FindStringSubmatch(rules); m != nil {
+		o.NodePortExemption = m[1]
+	}
+	conf, err := os.ReadFile(filepath.Join(c.configDir(), "cni", "10-af-bridge.conflist"))
+	if err != nil {
+		return o, fmt.Errorf("reading the CNI configuration: %w", err)
+	}
+	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
+	return o, nil
+}

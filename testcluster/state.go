@@ -1,0 +1,101 @@
+package testcluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/testcluster/internal/node"
+)
+
+// Observed is the cluster's containment state read off the machine now (the enforcer's
+// process and iptables chains, the NodePort exemption kube-router keeps, the CNI configuration
+// new pods get), never from what was recorded when it started.
+type Observed = node.Observed
+
+// State is a containment state of the test cluster that a test needs.
+type State string
+
+// The states make test puts the cluster in, one phase each.
+const (
+	// StateEnforcing: kube-router enforcing, its NodePort exemption narrowed, IPv6 off in pods.
+	StateEnforcing State = "enforcing"
+	// StateHoles: kube-router enforcing, with IPv6 left on in pods and the whole NodePort
+	// range exempt (the variant af must refuse).
+	StateHoles State = "holes"
+	// StateNoEnforcer: no NetworkPolicy enforcer at all (default-deny blocks nothing).
+	StateNoEnforcer State = "no-enforcer"
+)
+
+// Observe reads the running cluster's containment state off the machine.
+func (h *Handle) Observe(ctx context.Context) (Observed, error) {
+	c, err := cluster(Options{})
+	if err != nil {
+		return Observed{}, err
+	}
+	return c.Observe(ctx)
+}
+
+// Is reports whether what was observed is state s, and if not, why.
+func (s State) Is(o Observed) (bool, string) {
+	open := "30000:32767"
+	switch s {
+	case StateEnforcing:
+		switch {
+		case !o.KubeRouter:
+			return false, "kube-router is not enforcing (process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) + ")"
+		case o.NodePortExemption == open:
+			return false, "kube-router exempts the whole NodePort range " + open
+		case !o.PodIPv6Off:
+			return false, "new pods keep IPv6 (the CNI configuration does not turn it off)"
+		}
+	case StateHoles:
+		switch {
+		case !o.KubeRouter:
+			return false, "kube-router is not enforcing (process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) + ")"
+		case o.NodePortExemption != open:
+			return false, "the NodePort exemption is not open: kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
+		case o.PodIPv6Off:
+			return false, "IPv6 is not left on in pods: the CNI configuration turns it off"
+		}
+	case StateNoEnforcer:
+		if o.KubeRouterProcess || o.KubeRouterChains {
+			return false, "an enforcer is there (kube-router process alive " + yes(o.KubeRouterProcess) + ", its chains in iptables " + yes(o.KubeRouterChains) + ")"
+		}
+	default:
+		return false, "unknown state " + string(s)
+	}
+	return true, ""
+}
+
+// RequireState fails t unless the cluster, read off the machine now, is in state s. A test
+// that needs a state never skips for another: make test runs each test in the phase that has
+// its state, so a mismatch is a mistake in the run (or a hole that did not open), and a
+// negative control that ran on the wrong cluster would prove nothing.
+func (h *Handle) RequireState(t testing.TB, s State) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o, err := h.Observe(ctx)
+	if err != nil {
+		t.Fatalf("reading the cluster's containment state: %v", err)
+	}
+	if ok, why := s.Is(o); !ok {
+		t.Fatalf("PRECONDITION: this test needs the cluster %s, and it is not: %s (observed %+v)", s, why, o)
+	}
+	t.Logf("precondition read off the cluster: %s (%+v)", s, o)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
