@@ -39,7 +39,7 @@ func buildAF(t testing.TB) string {
 			return
 		}
 		afBin = filepath.Join(dir, "af")
-		cmd := exec.Command("go", "build", "-o", afBin, "../cmd/af")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", afBin, "../cmd/af")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			afBinErr = fmt.Errorf("go build: %v: %s", err, out)

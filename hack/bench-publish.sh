@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
-afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
+# shellcheck source=hack/lib.sh
+. hack/lib.sh # afcluster
 afcluster ensure -enforcer kube-router >/dev/null
 make -s engine-image >/dev/null
 archive=$PWD/bin/engine-image.tar

@@ -26,7 +26,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
+# shellcheck source=hack/lib.sh
+. hack/lib.sh # afcluster
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 afcluster ensure -enforcer kube-router >/dev/null

@@ -12,7 +12,8 @@ export PATH=/usr/local/go/bin:$PATH
 af=$PWD/bin/af
 manifest=examples/shop/af.yaml
 work=$(mktemp -d)
-afcluster() { go run ./testcluster/cmd/afcluster "$@"; }
+# shellcheck source=hack/lib.sh
+. hack/lib.sh # afcluster
 keep=${AF_DEMO_KEEP:-}
 cleanup() {
   status=$?
@@ -75,7 +76,10 @@ kill "$pf"; pf=
 echo
 echo "af net log --blocked ->"
 "$af" net log -f "$manifest" --env shop-demo --blocked
-"$af" net log -f "$manifest" --env shop-demo --blocked -o json -q | grep -q '"host":"blocked-api.af.test"'
+# Read whole, then searched: grep -q would stop reading at the match and af, writing on,
+# would die of SIGPIPE (exit 141 under pipefail).
+blocked=$("$af" net log -f "$manifest" --env shop-demo --blocked -o json -q)
+grep -q '"host":"blocked-api.af.test"' <<<"$blocked"
 echo
 echo "af inbox wait --to orders@shop.mail.test ->"
 "$af" inbox wait -f "$manifest" --env shop-demo --to orders@shop.mail.test --timeout 30s

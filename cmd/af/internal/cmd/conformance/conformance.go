@@ -119,7 +119,8 @@ func newCmdRoster(f *factory.Factory) *cobra.Command {
 		Use:   "roster",
 		Short: "List the behaviours the conformance suite runs",
 		Long: `Lists every behaviour of the conformance suite: its name, whether it is a containment
-behaviour (which nothing may skip), the capability it requires, and what it checks.
+behaviour (which nothing may skip) and whether it tries a route out (",route": a cluster with
+holes fails it by an escape), the capability it requires, and what it checks.
 --containment prints only the containment behaviours' names, one per line.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -135,10 +136,11 @@ behaviour (which nothing may skip), the capability it requires, and what it chec
 					Description string `json:"description"`
 					Requires    string `json:"requires,omitempty"`
 					Containment bool   `json:"containment"`
+					Route       bool   `json:"route"`
 				}
 				rows := []row{}
 				for _, b := range list {
-					rows = append(rows, row{b.Name, b.Description, string(b.Requires), b.Containment})
+					rows = append(rows, row{b.Name, b.Description, string(b.Requires), b.Containment, b.Route})
 				}
 				return f.WriteJSON(rows)
 			}
@@ -151,10 +153,13 @@ behaviour (which nothing may skip), the capability it requires, and what it chec
 				if b.Containment {
 					kind = "containment"
 				}
+				if b.Route {
+					kind += ",route"
+				}
 				if req == "" {
 					req = "-"
 				}
-				fmt.Fprintf(f.IO.Out, "%-42s %-11s %-10s %s\n", b.Name, kind, req, b.Description)
+				fmt.Fprintf(f.IO.Out, "%-42s %-17s %-10s %s\n", b.Name, kind, req, b.Description)
 			}
 			return nil
 		},
