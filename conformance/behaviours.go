@@ -158,7 +158,9 @@ func service(st *runtime.Status, name string) *runtime.ServiceStatus {
 	return nil
 }
 
-// inventory returns the resource keys attributed to the environment id ("" for all).
+// inventory returns the resource keys attributed to the environment id ("" for every
+// environment of the suite's own: other tenants of the cluster, other tests among them, may
+// come and go meanwhile).
 func (s *suite) inventory(t *testing.T, id string) []string {
 	t.Helper()
 	inv, err := s.rt.Inventory(s.context(t))
@@ -167,7 +169,7 @@ func (s *suite) inventory(t *testing.T, id string) []string {
 	}
 	var out []string
 	for _, r := range inv {
-		if id == "" || r.Environment == id {
+		if (id == "" && s.ours(r)) || (id != "" && r.Environment == id) {
 			out = append(out, key(r))
 		}
 	}

@@ -302,7 +302,7 @@ func (s *suite) finish(t *testing.T, before []runtime.Resource) {
 	}
 	var left []string
 	for _, r := range after {
-		if !had[key(r)] {
+		if !had[key(r)] && s.ours(r) {
 			left = append(left, key(r)+" (environment "+r.Environment+")")
 		}
 	}
@@ -311,6 +311,13 @@ func (s *suite) finish(t *testing.T, before []runtime.Resource) {
 	} else {
 		t.Logf("after the suite the inventory is as it was: %d resource(s), none of them the suite's", len(after))
 	}
+}
+
+// ours reports whether a resource belongs to one of the suite's environments (by their id
+// prefix, or their namespace prefix where a resource names no environment).
+func (s *suite) ours(r runtime.Resource) bool {
+	return strings.HasPrefix(r.Environment, s.opts.Prefix+"-") || strings.HasPrefix(r.Namespace, s.opts.NamespacePrefix) ||
+		(r.Kind == "Namespace" && strings.HasPrefix(r.Name, s.opts.NamespacePrefix))
 }
 
 func key(r runtime.Resource) string {

@@ -187,5 +187,5 @@ func (s *summary) print(w io.Writer, status int) {
 	if !s.ok() || status != 0 {
 		verdict = " FAILED"
 	}
-	fmt.Fprintf(w, "make test:%s %d passed, %d failed, %d unexpected skips (%s); in %s\n", verdict, s.passed, len(s.failed), len(s.unexpected), exp, dur(s.wall))
+	fmt.Fprintf(w, "make test:%s %d passed, %d failed, %d unexpected skips (%s) in %s\n", verdict, s.passed, len(s.failed), len(s.unexpected), exp, dur(s.wall))
 }
