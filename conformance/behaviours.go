@@ -78,6 +78,13 @@ func behaviours() map[string]func(*testing.T, *suite) {
 
 // ---- the environments ----
 
+// httpdStoppedOnTERM runs busybox httpd under a shell that stops it on SIGTERM. Run as the
+// container's first process with exec, httpd ignores SIGTERM (it has no handler, and a PID 1
+// without one gets no default action), so every delete waited out the 30-second grace period.
+func httpdStoppedOnTERM(args string) string {
+	return "busybox httpd -f " + args + " & trap 'kill $!; exit 0' TERM; wait"
+}
+
 func serveTCP() []string { return []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""} }
 
 // main: store serves TCP; api waits for nothing itself but checks, as its first act, that
@@ -89,7 +96,7 @@ func (s *suite) main() *env {
 			"image": s.opts.Image, "port": 8080, "depends_on": []string{"store"},
 			"command": "if aftool tcp -timeout 3s store:8080 >/dev/null 2>&1; then echo 'DEPENDENCY store answered'; " +
 				"else echo 'DEPENDENCY store did not answer'; exit 9; fi; " +
-				"mkdir -p /tmp/www && echo ok > /tmp/www/index.html && exec busybox httpd -f -p 8080 -h /tmp/www",
+				"mkdir -p /tmp/www && echo ok > /tmp/www/index.html && " + httpdStoppedOnTERM("-p 8080 -h /tmp/www"),
 		}
 		if s.caps.Replicas {
 			api["replicas"] = apiReplicas

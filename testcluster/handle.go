@@ -173,7 +173,8 @@ func (h *Handle) ImportBinaryImage(ctx context.Context, ref, binary string) erro
 
 // ImportEngineImage builds af from the module at repoRoot and imports its engine image into
 // the node under the name this build deploys (version.LocalEngineImage): what a test needs
-// before af runs a sidecar, a gate or a probe on the cluster.
+// before af runs a sidecar, a gate or a probe on the cluster. The same binary is imported once
+// per bring-up, whichever test (or several at once) asks first.
 func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 	dir, err := os.MkdirTemp("", "af-engine")
 	if err != nil {
@@ -190,11 +191,16 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 	if err != nil {
 		return err
 	}
+	digest, err := img.Digest()
+	if err != nil {
+		return err
+	}
 	archive := filepath.Join(dir, "engine.tar")
 	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
 		return err
 	}
-	return h.ImportImage(ctx, archive)
+	_, err = node.ImportImageOnce(ctx, h.dirs, archive, "engine-"+digest.Hex)
+	return err
 }
 
 // Internet is the fake internet's plan: its addresses and names, the same wherever it runs

@@ -193,7 +193,7 @@ func TestUpTheExample(t *testing.T) {
 	// health path.
 	other := small(t, map[string]*manifest.Service{
 		"echo": {Kind: "worker", Port: 8080, Command: manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}},
-		"page": {Port: 8080, HealthPath: "/healthz", Command: manifest.Command{Shell: "mkdir -p /tmp/www && echo ok > /tmp/www/healthz && exec busybox httpd -f -p 8080 -h /tmp/www"}},
+		"page": {Port: 8080, HealthPath: "/healthz", Command: manifest.Command{Shell: "mkdir -p /tmp/www && echo ok > /tmp/www/healthz && busybox httpd -f -p 8080 -h /tmp/www & trap 'kill $!; exit 0' TERM; wait"}},
 	})
 	other.Runtime.Domain = "preview.af.test"
 	otherRef := afruntime.Ref{ID: "shop-test-other", Manifest: other}

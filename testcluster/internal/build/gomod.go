@@ -71,7 +71,7 @@ func (b *Builder) Binary(ctx context.Context, p Program) (string, error) {
 	if fileExists(out + ".ok") {
 		return out, nil
 	}
-	unlock, err := lockFile(ctx, filepath.Join(b.CacheDir, "build.lock"))
+	unlock, err := LockFile(ctx, filepath.Join(b.CacheDir, "build.lock"))
 	if err != nil {
 		return "", err
 	}
@@ -113,7 +113,7 @@ func (b *Builder) Prefetch(ctx context.Context, p Program) error {
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		return fmt.Errorf("prefetch %s: %w", p.Name, err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(dir, "prefetch.lock"))
+	unlock, err := LockFile(ctx, filepath.Join(dir, "prefetch.lock"))
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func fileExists(p string) bool {
 }
 
 // lockFile takes an exclusive flock on path, waiting until ctx is done.
-func lockFile(ctx context.Context, path string) (func(), error) {
+func LockFile(ctx context.Context, path string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/testcluster/internal/build"
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
@@ -78,11 +79,45 @@ func (c *Cluster) buildImages(ctx context.Context) ([]string, error) {
 // ImportImage loads a docker-archive tarball into the cluster's containerd
 // (namespace k8s.io), where the kubelet finds it.
 func ImportImage(ctx context.Context, dirs layout.Dirs, archive string) error {
+	_, err := importOnce(ctx, dirs, archive, "")
+	return err
+}
+
+// importOnce imports archive into the node's containerd, one import at a time on the machine
+// (ctr refuses an image that another import of the same name is writing: "already exists").
+// With a key, an archive of that key is imported once per bring-up (the marker lives in the
+// cluster's run directory, which down removes); imported says whether this call did it.
+func importOnce(ctx context.Context, dirs layout.Dirs, archive, key string) (imported bool, err error) {
+	unlock, err := build.LockFile(ctx, filepath.Join(dirs.Run, "import.lock"))
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	marker := filepath.Join(dirs.Run, "imported", key)
+	if key != "" {
+		if _, err := os.Stat(marker); err == nil {
+			return false, nil
+		}
+	}
 	imp := images.NodeImport{Tool: images.TargetContainerd, Cluster: dirs.ContainerdSocket()}
 	if err := imp.ImportArchive(ctx, archive, filepath.Base(archive)); err != nil {
-		return fmt.Errorf("import %s: %w", archive, err)
+		return false, fmt.Errorf("import %s: %w", archive, err)
 	}
-	return nil
+	if key != "" {
+		if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+			return true, err
+		}
+		if err := os.WriteFile(marker, nil, 0o644); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// ImportImageOnce is ImportImage for an archive whose content key says what it holds: one
+// already imported under that key since the cluster came up is not imported again.
+func ImportImageOnce(ctx context.Context, dirs layout.Dirs, archive, key string) (bool, error) {
+	return importOnce(ctx, dirs, archive, key)
 }
 
 // PushImage loads a docker-archive tarball holding image ref into a staging
