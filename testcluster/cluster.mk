@@ -31,10 +31,12 @@ cluster-env:
 
 # Phase 1 runs on a cluster with kube-router (the running one if it has it);
 # phase 2 restarts it without an enforcer for the negative control; phase 3
-# takes it down and checks that nothing is left.
+# takes it down and checks that nothing is left. A test run on a cluster state it
+# does not need fails (it reads the state off the machine), so each phase names
+# its tests.
 test-cluster:
 	$(AFCLUSTER) ensure -enforcer kube-router
-	AF_TESTCLUSTER=1 $(TESTCLUSTER_GOTEST) ./testcluster/...
+	AF_TESTCLUSTER=1 $(TESTCLUSTER_GOTEST) -skip '^(TestNegativeControl|TestNothingLeftAfterDown)$$' ./testcluster/...
 	$(AFCLUSTER) up -enforcer none
 	AF_TESTCLUSTER=1 $(TESTCLUSTER_GOTEST) -run 'TestSmoke|TestNegativeControl|TestGuardCountersZero' ./testcluster/
 	$(AFCLUSTER) down
