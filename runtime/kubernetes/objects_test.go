@@ -167,7 +167,7 @@ func TestServicePods(t *testing.T) {
 			*spec.DNSConfig.Options[0].Value != "1" || spec.DNSConfig.Searches[0] != "af-env-shop-pr-1.svc.cluster.local" {
 			t.Errorf("%s pod: token/DNS %+v", name, spec.DNSConfig)
 		}
-		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.EngineImage || spec.InitContainers[0].Args[0] != "gate" {
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.EngineImage || spec.InitContainers[0].Args[0] != "gate" || spec.InitContainers[0].Command != nil {
 			t.Fatalf("%s: gate %+v", name, spec.InitContainers)
 		}
 		gate, app := spec.InitContainers[0], spec.Containers[0]
