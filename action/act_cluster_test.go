@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
 	"github.com/antifailure/af/internal/testreq"
-	"github.com/antifailure/af/prreport"
 	"github.com/antifailure/af/testcluster"
 	"github.com/antifailure/af/version"
 )
@@ -305,7 +305,7 @@ func TestActionUnderAct(t *testing.T) {
 	if ns, _ := h.Kubectl(ctx, "", "get", "ns", "af-env-shop-pr-21", "--ignore-not-found", "-o", "name"); strings.TrimSpace(ns) != "" {
 		t.Errorf("namespace still there after down: %s", ns)
 	}
-	if c3 := gh.Comments(21); len(c3) != 1 || !strings.HasPrefix(c3[0].Body, prreport.Marker) || !strings.Contains(c3[0].Body, "Preview removed") {
+	if c3 := gh.Comments(21); len(c3) != 1 || !strings.HasPrefix(c3[0].Body, report.Marker) || !strings.Contains(c3[0].Body, "Preview removed") {
 		t.Fatalf("after down: comments %+v", c3)
 	}
 	for _, dep := range gh.Deployments() {

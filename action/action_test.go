@@ -13,9 +13,9 @@ import (
 	"github.com/antifailure/af/action"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
-	"github.com/antifailure/af/prreport"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
 	"github.com/antifailure/af/sidecar/decisionlog"
@@ -184,13 +184,13 @@ func TestPullRequestLife(t *testing.T) {
 		t.Fatalf("comments %+v, want exactly one by the bot", comments)
 	}
 	body := comments[0].Body
-	for _, want := range []string{prreport.Marker, "Preview ready", "https://shop-pr-7-web.preview.af.test", "| tcp-public | denied", "| udp-dns | denied", "| metadata | denied", "| apiserver | denied", "1111111", "| web | 1/1 | running | 100m / 64Mi |"} {
+	for _, want := range []string{report.Marker, "Preview ready", "https://shop-pr-7-web.preview.af.test", "| tcp-public | denied", "| udp-dns | denied", "| metadata | denied", "| apiserver | denied", "1111111", "| web | 1/1 | running | 100m / 64Mi |"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the comment lacks %q:\n%s", want, body)
 		}
 	}
 	checks := gh.CheckRuns()
-	if len(checks) != 1 || checks[0].HeadSHA != sha1 || checks[0].Conclusion != "success" || checks[0].Name != prreport.CheckName {
+	if len(checks) != 1 || checks[0].HeadSHA != sha1 || checks[0].Conclusion != "success" || checks[0].Name != report.CheckName {
 		t.Fatalf("check runs %+v", checks)
 	}
 	deps := gh.Deployments()
@@ -334,14 +334,14 @@ func TestRacingRunsLeaveOneComment(t *testing.T) {
 // Someone else's comment carrying the marker is never edited: the bot writes its own.
 func TestForeignMarkerIgnored(t *testing.T) {
 	gh := githubtest.New(t, token)
-	foreign := gh.AddComment(10, "mallory", prreport.Marker+"\nfake preview")
+	foreign := gh.AddComment(10, "mallory", report.Marker+"\nfake preview")
 	j := newJob(t, gh, &runtimetest.Fake{UpResult: upResult("shop-pr-10")}, shop)
 	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 10, sha1, false))
 	if o, _ := j.run(); o.Exit != 0 {
 		t.Fatal(o.Err)
 	}
 	c := gh.Comments(10)
-	if len(c) != 2 || c[0].ID != foreign || c[0].Body != prreport.Marker+"\nfake preview" || c[1].Login != githubtest.BotLogin {
+	if len(c) != 2 || c[0].ID != foreign || c[0].Body != report.Marker+"\nfake preview" || c[1].Login != githubtest.BotLogin {
 		t.Fatalf("comments %+v", c)
 	}
 }

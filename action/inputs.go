@@ -2,7 +2,7 @@
 // action.yml): it reads the inputs and the event, decides what a pull request may run (the fork
 // policy and the egress approval), brings the environment up, takes it down or reads its
 // status through the same runtime and image code the af commands use, and reports the result
-// on the pull request (package prreport), in the step summary and in the step's outputs. The
+// on the pull request (package github/report), in the step summary and in the step's outputs. The
 // step's exit status is the environment's, whatever the reporting did.
 package action
 

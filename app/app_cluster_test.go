@@ -17,7 +17,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/testcluster"
 )
@@ -127,9 +127,9 @@ func (fx *clusterFixture) gonePR(t *testing.T, n int, reason string) {
 	t.Helper()
 	state := func() (comment bool, deployment string) {
 		cs := fx.s.Comments(n)
-		comment = len(cs) == 1 && prreport.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, reason)
+		comment = len(cs) == 1 && report.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, reason)
 		for _, d := range fx.s.Deployments() {
-			if d.Environment == prreport.Environment(n) && len(d.Statuses) > 0 {
+			if d.Environment == report.Environment(n) && len(d.Statuses) > 0 {
 				deployment = d.Statuses[len(d.Statuses)-1].State
 			}
 		}
@@ -143,7 +143,7 @@ func (fx *clusterFixture) gonePR(t *testing.T, n int, reason string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("pull request %d: comment gone for %q: %v; deployment of %s: %q (want inactive); comments %+v",
-				n, reason, comment, prreport.Environment(n), deployment, fx.s.Comments(n))
+				n, reason, comment, report.Environment(n), deployment, fx.s.Comments(n))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -176,10 +176,10 @@ func TestAppOnTheCluster(t *testing.T) {
 		}
 		fx.waitGone(t, "af-env-shop-pr-101", 3*time.Minute)
 		t.Logf("closed → namespace gone in %s", time.Since(start).Round(100*time.Millisecond))
-		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(101); return len(c) == 1 && prreport.IsGone(c[0].Body) })
-		fx.gonePR(t, 101, ReasonMerged)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(101); return len(c) == 1 && report.IsGone(c[0].Body) })
+		fx.gonePR(t, 101, report.ReasonMerged)
 		waitFor(t, time.Minute, func() bool {
-			return fx.srv.Pool.Depth() == 0 && len(fx.s.Comments(102)) == 1 && prreport.IsGone(fx.s.Comments(102)[0].Body)
+			return fx.srv.Pool.Depth() == 0 && len(fx.s.Comments(102)) == 1 && report.IsGone(fx.s.Comments(102)[0].Body)
 		})
 		for _, keep := range []*corev1.Namespace{other, squatter} {
 			ns, err := fx.kube.CoreV1().Namespaces().Get(context.Background(), keep.Name, metav1.GetOptions{})
@@ -201,8 +201,8 @@ func TestAppOnTheCluster(t *testing.T) {
 			t.Fatalf("sweep %+v", sw)
 		}
 		fx.waitGone(t, "af-env-shop-pr-104", 3*time.Minute)
-		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(104); return len(c) == 1 && prreport.IsGone(c[0].Body) })
-		fx.gonePR(t, 104, ReasonClosed)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(104); return len(c) == 1 && report.IsGone(c[0].Body) })
+		fx.gonePR(t, 104, report.ReasonClosed)
 	})
 
 	t.Run("expired TTL: reaped while the pull request is open", func(t *testing.T) {
@@ -218,8 +218,8 @@ func TestAppOnTheCluster(t *testing.T) {
 			t.Fatalf("sweep %+v", sw)
 		}
 		fx.waitGone(t, "af-env-shop-pr-105", 3*time.Minute)
-		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(105); return len(c) == 1 && prreport.IsGone(c[0].Body) })
-		fx.gonePR(t, 105, ReasonExpired)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(105); return len(c) == 1 && report.IsGone(c[0].Body) })
+		fx.gonePR(t, 105, report.ReasonExpired)
 		if fx.gone("af-env-shop-pr-106") {
 			t.Fatal("the environment with time left was removed")
 		}
@@ -286,7 +286,7 @@ func TestAppOnTheCluster(t *testing.T) {
 			return err
 		}, nil)
 		p.Journal, p.Attempts = journal, 1
-		if err := p.Enqueue(Teardown{Delivery: "rbac-108", Repository: testRepo, PullRequest: 108, Reason: ReasonClosed}); err != nil {
+		if err := p.Enqueue(Teardown{Delivery: "rbac-108", Repository: testRepo, PullRequest: 108, Reason: report.ReasonClosed}); err != nil {
 			t.Fatal(err)
 		}
 		if left := p.Close(contextWithTimeout(t, 3*time.Minute)); left != 0 || len(failed) > 0 {
@@ -295,7 +295,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		if !fx.gone("af-env-shop-pr-108") {
 			t.Fatal("not removed")
 		}
-		fx.gonePR(t, 108, ReasonClosed)
+		fx.gonePR(t, 108, report.ReasonClosed)
 		if !recorded {
 			t.Fatal("the teardown's record was not in af-system's ConfigMaps while it ran")
 		}
@@ -319,7 +319,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		if left := first.Close(contextWithTimeout(t, time.Second)); left != 1 {
 			t.Fatalf("%d left at shutdown, want 1", left)
 		}
-		if !fx.gone("af-env-shop-pr-109") || prreport.IsGone(fx.s.Comments(109)[0].Body) {
+		if !fx.gone("af-env-shop-pr-109") || report.IsGone(fx.s.Comments(109)[0].Body) {
 			t.Fatal("want the namespace gone and the comment not yet rewritten")
 		}
 		cms, err := fx.kube.CoreV1().ConfigMaps(journalNS).List(context.Background(), metav1.ListOptions{LabelSelector: kubernetes.LabelRecord + "=teardown"})
@@ -335,8 +335,8 @@ func TestAppOnTheCluster(t *testing.T) {
 		if n, err := next.Pool.Resume(context.Background()); err != nil || n != 1 {
 			t.Fatalf("Resume: %d, %v", n, err)
 		}
-		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(109); return len(c) == 1 && prreport.IsGone(c[0].Body) })
-		fx.gonePR(t, 109, ReasonMerged)
+		waitFor(t, time.Minute, func() bool { c := fx.s.Comments(109); return len(c) == 1 && report.IsGone(c[0].Body) })
+		fx.gonePR(t, 109, report.ReasonMerged)
 		waitFor(t, time.Minute, func() bool { r, err := fx.journal.List(context.Background()); return err == nil && len(r) == 0 })
 	})
 
@@ -357,8 +357,8 @@ func TestAppOnTheCluster(t *testing.T) {
 		}
 		t.Logf("API server back after %s", time.Since(start).Round(100*time.Millisecond))
 		fx.waitGone(t, "af-env-shop-pr-107", 3*time.Minute)
-		waitFor(t, 2*time.Minute, func() bool { c := fx.s.Comments(107); return len(c) == 1 && prreport.IsGone(c[0].Body) })
-		fx.gonePR(t, 107, ReasonClosed)
+		waitFor(t, 2*time.Minute, func() bool { c := fx.s.Comments(107); return len(c) == 1 && report.IsGone(c[0].Body) })
+		fx.gonePR(t, 107, report.ReasonClosed)
 	})
 }
 

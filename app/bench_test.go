@@ -16,7 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/delivery"
+	"github.com/antifailure/af/github/githubtest"
 )
 
 // benchBodies are signed closed deliveries of real size (GitHub's own example payload, with
@@ -50,7 +51,7 @@ func BenchmarkWebhook(b *testing.B) {
 	bodies := benchBodies(b, 1000)
 	sigs := make([]string, len(bodies))
 	for i, body := range bodies {
-		sigs[i] = Sign(secret, body)
+		sigs[i] = delivery.Sign(secret, body)
 	}
 	c := newMemCluster()
 	c.downFor = 10 * time.Millisecond
@@ -88,7 +89,7 @@ func load(t *testing.T, name, url string, bodies [][]byte, clients int, d time.D
 	t.Helper()
 	sigs := make([]string, len(bodies))
 	for i, body := range bodies {
-		sigs[i] = Sign(secret, body)
+		sigs[i] = delivery.Sign(secret, body)
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}
 	defer tr.CloseIdleConnections()

@@ -20,12 +20,9 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/ghclient"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/api"
+	"github.com/antifailure/af/github/report"
 )
-
-// ActionLogin is who writes the action's comment with the workflow's GITHUB_TOKEN.
-const ActionLogin = "github-actions[bot]"
 
 // GitHubOptions configure the App's GitHub side. Either AppID and PrivateKey (the App) or Token
 // (one repository's token, for af reap) must be set.
@@ -43,7 +40,7 @@ type GitHubOptions struct {
 	Bot string
 	// Authors are other logins whose marked comment is af's: by default the action's.
 	Authors []string
-	// Base, MaxWait and Sleep are the rate-limit transport's (ghclient.Options).
+	// Base, MaxWait and Sleep are the rate-limit transport's (api.Options).
 	Base    http.RoundTripper
 	MaxWait time.Duration
 	Sleep   func(ctx context.Context, d time.Duration) error
@@ -53,7 +50,7 @@ type GitHubOptions struct {
 type GitHub struct {
 	o     GitHubOptions
 	key   *rsa.PrivateKey
-	Stats *ghclient.Stats
+	Stats *api.Stats
 
 	mu       sync.Mutex
 	app      *github.Client
@@ -64,9 +61,9 @@ type GitHub struct {
 
 // NewGitHub checks o and returns the GitHub side. A key that does not parse is AF-GH-007.
 func NewGitHub(o GitHubOptions) (*GitHub, error) {
-	g := &GitHub{o: o, Stats: ghclient.NewStats(), installs: map[int64]*github.Client{}, repoInst: map[string]int64{}}
+	g := &GitHub{o: o, Stats: api.NewStats(), installs: map[int64]*github.Client{}, repoInst: map[string]int64{}}
 	if o.Authors == nil {
-		g.o.Authors = []string{ActionLogin}
+		g.o.Authors = []string{api.ActionsBot}
 	}
 	switch {
 	case o.AppID > 0 && len(o.PrivateKey) > 0:
@@ -81,7 +78,7 @@ func NewGitHub(o GitHubOptions) (*GitHub, error) {
 		return nil, failure.Newf(failure.AppConfigInvalid, "no GitHub credentials: give the App's id and private key, or a token")
 	default:
 		if g.o.Bot == "" {
-			g.o.Bot = ActionLogin
+			g.o.Bot = api.ActionsBot
 		}
 	}
 	return g, nil
@@ -110,7 +107,7 @@ func parseKey(b []byte) (*rsa.PrivateKey, error) {
 }
 
 func (g *GitHub) client(auth func(http.RoundTripper) http.RoundTripper, token string) (*github.Client, error) {
-	c, _, err := ghclient.New(ghclient.Options{APIURL: g.o.APIURL, Token: token, Base: g.o.Base, MaxWait: g.o.MaxWait, Sleep: g.o.Sleep, Authenticate: auth, Stats: g.Stats})
+	c, _, err := api.New(api.Options{APIURL: g.o.APIURL, Token: token, Base: g.o.Base, MaxWait: g.o.MaxWait, Sleep: g.o.Sleep, Authenticate: auth, Stats: g.Stats})
 	if err != nil {
 		return nil, failure.New(failure.AppConfigInvalid, fmt.Sprintf("the GitHub API URL %q", g.o.APIURL), err)
 	}
@@ -214,7 +211,7 @@ func (g *GitHub) Installation(ctx context.Context, repository string) (int64, er
 }
 
 // Reporter returns a Reporter for repository, through installation (0: looked up) for an App.
-func (g *GitHub) Reporter(ctx context.Context, repository string, installation int64) (*prreport.Reporter, error) {
+func (g *GitHub) Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error) {
 	var c *github.Client
 	var err error
 	if g.key == nil {
@@ -239,7 +236,7 @@ func (g *GitHub) Reporter(ctx context.Context, repository string, installation i
 	if err != nil {
 		return nil, err
 	}
-	r, err := prreport.NewReporter(c, repository, bot)
+	r, err := report.NewReporter(c, repository, bot)
 	if err != nil {
 		return nil, err
 	}
@@ -282,5 +279,5 @@ func (g *GitHub) Check(ctx context.Context) error {
 }
 
 func appError(what string, err error) error {
-	return ghclient.Classify(what, err)
+	return api.Classify(what, err)
 }

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/githubtest"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/delivery"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -87,14 +88,14 @@ func (s *standin) waits() []time.Duration {
 func (s *standin) preview(t *testing.T, n int) {
 	t.Helper()
 	c := s.Client(t, actionToken, nil)
-	rep, err := prreport.NewReporter(c, testRepo, githubtest.BotLogin)
+	rep, err := report.NewReporter(c, testRepo, githubtest.BotLogin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	f := &prreport.Facts{State: prreport.Ready, Environment: fmt.Sprintf("shop-pr-%d", n), Namespace: fmt.Sprintf("af-env-shop-pr-%d", n),
+	f := &report.Facts{State: report.Ready, Environment: fmt.Sprintf("shop-pr-%d", n), Namespace: fmt.Sprintf("af-env-shop-pr-%d", n),
 		Repository: testRepo, PullRequest: n, Commit: strings.Repeat("a", 40), URLs: map[string]string{"web": fmt.Sprintf("https://shop-pr-%d-web.preview.test", n)}}
-	if _, err := rep.Comment(ctx, n, prreport.Comment(f), true); err != nil {
+	if _, err := rep.Comment(ctx, n, report.Comment(f), true); err != nil {
 		t.Fatal(err)
 	}
 	id, err := rep.Deploy(ctx, n, strings.Repeat("a", 40), "")
@@ -222,7 +223,7 @@ func (o *overlap) hook(ns string, start bool) {
 // post delivers a signed payload to the server's handler.
 func post(t *testing.T, h http.Handler, id string, body []byte) int {
 	t.Helper()
-	w := deliver(h, "pull_request", id, "application/json", body, map[string]string{"X-Hub-Signature-256": Sign(secret, body)})
+	w := deliver(h, "pull_request", id, "application/json", body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, body)})
 	return w.Code
 }
 

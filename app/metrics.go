@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/antifailure/af/github/report"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -79,9 +80,9 @@ func (m *Metrics) Sweep(s *Sweep, err error) {
 	for _, r := range s.Removals {
 		reason := "closed"
 		switch {
-		case strings.HasPrefix(r.Reason, ReasonExpired):
+		case strings.HasPrefix(r.Reason, report.ReasonExpired):
 			reason = "expired"
-		case r.Reason == ReasonMerged:
+		case r.Reason == report.ReasonMerged:
 			reason = "merged"
 		}
 		m.removals.WithLabelValues(reason).Inc()

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/antifailure/af/github/report"
 )
 
 // 100 pull requests closed at once, each delivered twice, some failing at first: every one is
@@ -110,8 +112,8 @@ func TestCloseRecordsWhatItLeaves(t *testing.T) {
 	started := make(chan struct{})
 	p := NewPool(1, func(ctx context.Context, _ Teardown) error { close(started); <-ctx.Done(); return ctx.Err() }, nil)
 	p.Journal = j
-	_ = p.Enqueue(Teardown{Delivery: "d1", Repository: "acme/shop", PullRequest: 1, Reason: ReasonMerged})
-	_ = p.Enqueue(Teardown{Delivery: "d2", Repository: "acme/shop", PullRequest: 2, Reason: ReasonClosed})
+	_ = p.Enqueue(Teardown{Delivery: "d1", Repository: "acme/shop", PullRequest: 1, Reason: report.ReasonMerged})
+	_ = p.Enqueue(Teardown{Delivery: "d2", Repository: "acme/shop", PullRequest: 2, Reason: report.ReasonClosed})
 	<-started
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -146,7 +148,7 @@ func TestCloseRecordsWhatItLeaves(t *testing.T) {
 	if left := next.Close(contextWithTimeout(t, 10*time.Second)); left != 0 {
 		t.Fatalf("%d left", left)
 	}
-	if got[1].Delivery != "d1" || got[1].Reason != ReasonMerged || got[2].Delivery != "d2" || len(got) != 2 {
+	if got[1].Delivery != "d1" || got[1].Reason != report.ReasonMerged || got[2].Delivery != "d2" || len(got) != 2 {
 		t.Fatalf("resumed %+v", got)
 	}
 	if recs, _ := j.List(context.Background()); len(recs) != 0 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -83,7 +84,7 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 	for _, e := range envs {
 		switch {
 		case !e.Expires.IsZero() && !e.Expires.After(s.At):
-			s.Removals = append(s.Removals, Removal{e, fmt.Sprintf("%s (expired %s)", ReasonExpired, e.Expires.Format(time.RFC3339))})
+			s.Removals = append(s.Removals, Removal{e, fmt.Sprintf("%s (expired %s)", report.ReasonExpired, e.Expires.Format(time.RFC3339))})
 		case e.PullRequest > 0 && e.Repository != "":
 			byRepo[e.Repository] = append(byRepo[e.Repository], e)
 		case e.Expires.IsZero():
@@ -119,7 +120,7 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 			if open[e.PullRequest] {
 				continue
 			}
-			reason := ReasonClosed
+			reason := report.ReasonClosed
 			m, asked := merged[e.PullRequest]
 			if !asked {
 				var err error
@@ -133,7 +134,7 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 				merged[e.PullRequest] = m
 			}
 			if m {
-				reason = ReasonMerged
+				reason = report.ReasonMerged
 			}
 			s.Removals = append(s.Removals, Removal{e, reason})
 		}
@@ -146,8 +147,8 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 	for _, rm := range s.Removals {
 		e := rm.Environment
 		reason := rm.Reason
-		if strings.HasPrefix(reason, ReasonExpired) {
-			reason = ReasonExpired
+		if strings.HasPrefix(reason, report.ReasonExpired) {
+			reason = report.ReasonExpired
 		}
 		t := Teardown{Delivery: id, Repository: e.Repository, PullRequest: e.PullRequest, Namespace: e.Namespace, Reason: reason}
 		if err := r.Queue.Enqueue(t); err != nil {

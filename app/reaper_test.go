@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -38,8 +38,8 @@ func TestSweep(t *testing.T) {
 	for _, r := range sw.Removals {
 		got[r.Environment.Namespace] = r.Reason
 	}
-	if len(got) != 4 || got["af-env-shop-pr-2"] != ReasonMerged || got["af-env-shop-pr-5"] != ReasonClosed ||
-		!strings.HasPrefix(got["af-env-shop-pr-3"], ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], ReasonExpired) {
+	if len(got) != 4 || got["af-env-shop-pr-2"] != report.ReasonMerged || got["af-env-shop-pr-5"] != report.ReasonClosed ||
+		!strings.HasPrefix(got["af-env-shop-pr-3"], report.ReasonExpired) || !strings.HasPrefix(got["af-env-demo"], report.ReasonExpired) {
 		t.Fatalf("removals %v", got)
 	}
 	if sw.Checked != 7 || len(sw.Kept) != 1 || sw.Kept[0].Environment.Namespace != "af-env-keep" {
@@ -72,8 +72,8 @@ func TestSweep(t *testing.T) {
 	if c.left() != 3 {
 		t.Fatalf("%d left, want 3 (the two open ones and the manual one)", c.left())
 	}
-	for n, reason := range map[int]string{2: ReasonMerged, 3: ReasonExpired, 5: ReasonClosed} {
-		if cs := s.Comments(n); len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
+	for n, reason := range map[int]string{2: report.ReasonMerged, 3: report.ReasonExpired, 5: report.ReasonClosed} {
+		if cs := s.Comments(n); len(cs) != 1 || !report.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, reason) {
 			t.Fatalf("pull request %d: %+v", n, cs)
 		}
 	}
@@ -82,7 +82,7 @@ func TestSweep(t *testing.T) {
 			t.Fatalf("open pull request %d's environment was removed", n)
 		}
 	}
-	if cs := s.Comments(1); prreport.IsGone(cs[0].Body) {
+	if cs := s.Comments(1); report.IsGone(cs[0].Body) {
 		t.Fatalf("the open pull request's comment was rewritten")
 	}
 }

@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/delivery"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -139,7 +140,7 @@ func TestGracefulShutdown(t *testing.T) {
 	url, stop := running(t, srv)
 	stopped := make(chan error, 1)
 	body := closedPayload(t, 9, false)
-	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "shutdown-9", body, Sign(secret, body)))
+	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "shutdown-9", body, delivery.Sign(secret, body)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if bc.left() != 0 {
 		t.Fatalf("the in-flight teardown did not finish")
 	}
-	if cs := s.Comments(9); len(cs) != 1 || !prreport.IsGone(cs[0].Body) {
+	if cs := s.Comments(9); len(cs) != 1 || !report.IsGone(cs[0].Body) {
 		t.Fatalf("comment: %+v", cs)
 	}
 }
@@ -202,7 +203,7 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 	}
 	url, stop := running(t, first)
 	body := closedPayload(t, 11, true)
-	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "cut-11", body, Sign(secret, body)))
+	resp, err := http.DefaultClient.Do(signedRequest(url+"/webhook", "cut-11", body, delivery.Sign(secret, body)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 	if mc.left() != 0 {
 		t.Fatal("the namespace should be gone already")
 	}
-	if cs := s.Comments(11); len(cs) != 1 || prreport.IsGone(cs[0].Body) {
+	if cs := s.Comments(11); len(cs) != 1 || report.IsGone(cs[0].Body) {
 		t.Fatalf("the comment was rewritten before shutdown cut the teardown: %+v", cs)
 	}
 	recs, _ := j.List(context.Background())
@@ -230,10 +231,10 @@ func TestShutdownLeavesNothingUntold(t *testing.T) {
 	defer stop2()
 	waitFor(t, 30*time.Second, func() bool {
 		cs := s.Comments(11)
-		return len(cs) == 1 && prreport.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, ReasonMerged)
+		return len(cs) == 1 && report.IsGone(cs[0].Body) && strings.Contains(cs[0].Body, report.ReasonMerged)
 	})
 	for _, d := range s.Deployments() {
-		if d.Environment == prreport.Environment(11) && d.Statuses[len(d.Statuses)-1].State != "inactive" {
+		if d.Environment == report.Environment(11) && d.Statuses[len(d.Statuses)-1].State != "inactive" {
 			t.Fatalf("deployment %s: %s", d.Environment, d.Statuses[len(d.Statuses)-1].State)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/antifailure/af/envid"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -31,15 +31,8 @@ type Cluster interface {
 
 // Reporters gives a Reporter for a repository: *GitHub provides it.
 type Reporters interface {
-	Reporter(ctx context.Context, repository string, installation int64) (*prreport.Reporter, error)
+	Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error)
 }
-
-// Reasons a teardown gives, in the comment.
-const (
-	ReasonClosed  = "the pull request was closed"
-	ReasonMerged  = "the pull request was merged"
-	ReasonExpired = "its time to live ran out"
-)
 
 // Teardowner carries out teardowns; its Run is the pool's Executor.
 type Teardowner struct {
@@ -110,25 +103,18 @@ func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 	if err != nil {
 		return err
 	}
-	f := &prreport.Facts{State: prreport.Gone, Repository: t.Repository, PullRequest: t.PullRequest, At: x.now(), Reason: t.Reason}
+	f := &report.Facts{State: report.Gone, Repository: t.Repository, PullRequest: t.PullRequest, At: x.now(), Reason: t.Reason}
 	if len(removed) > 0 {
 		f.Environment, f.Namespace = removed[0].ID, removed[0].Namespace
 	} else if id, err := envid.ForPullRequest(t.Repository, t.PullRequest); err == nil {
 		f.Environment = id
 	}
-	url, changed, err := rep.Retire(ctx, t.PullRequest, prreport.Comment(f))
-	if err != nil {
-		return err
+	res, err := rep.Gone(ctx, f, report.GoneParts{Comment: true, Deployment: true})
+	if res.Rewritten {
+		log.Info("comment rewritten", "comment", res.CommentURL)
 	}
-	if changed {
-		log.Info("comment rewritten", "comment", url)
-	}
-	n, err := rep.Deactivate(ctx, t.PullRequest, "removed: "+t.Reason)
-	if err != nil {
-		return err
-	}
-	log.Info("deployments marked inactive", "deployments", n, "environment", prreport.Environment(t.PullRequest))
-	return nil
+	log.Info("deployments marked inactive", "deployments", res.Deactivated, "environment", report.Environment(t.PullRequest))
+	return err
 }
 
 func (x *Teardowner) log() *slog.Logger {

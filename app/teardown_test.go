@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/githubtest"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -63,7 +63,7 @@ func TestClosedDeliveryTearsDown(t *testing.T) {
 		t.Fatalf("downs %v, %d left", c.downs, c.left())
 	}
 	cs := s.Comments(12)
-	if len(cs) != 1 || !prreport.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, ReasonMerged) || !strings.Contains(cs[0].Body, "af-env-shop-pr-12") {
+	if len(cs) != 1 || !report.IsGone(cs[0].Body) || !strings.Contains(cs[0].Body, report.ReasonMerged) || !strings.Contains(cs[0].Body, "af-env-shop-pr-12") {
 		t.Fatalf("comments: %+v", cs)
 	}
 	if cs[0].Login != githubtest.BotLogin {
@@ -138,7 +138,7 @@ func TestHundredClosedAtOnce(t *testing.T) {
 	}
 	for n := 1; n <= 100; n++ {
 		cs := s.Comments(n)
-		if len(cs) != 1 || !prreport.IsGone(cs[0].Body) {
+		if len(cs) != 1 || !report.IsGone(cs[0].Body) {
 			t.Fatalf("pull request %d: %+v", n, cs)
 		}
 	}
@@ -175,7 +175,7 @@ func TestRateLimitsWaitedOut(t *testing.T) {
 		t.Fatalf("waits %v: want until the reset (about 1-2s), then retry-after 1s twice", w)
 	}
 	for _, n := range []int{5, 6} {
-		if cs := s.Comments(n); len(cs) != 1 || !prreport.IsGone(cs[0].Body) {
+		if cs := s.Comments(n); len(cs) != 1 || !report.IsGone(cs[0].Body) {
 			t.Fatalf("pull request %d: %+v", n, cs)
 		}
 	}

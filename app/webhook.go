@@ -7,9 +7,6 @@
 package app
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,10 +15,11 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/delivery"
+	"github.com/antifailure/af/github/report"
 )
 
 // MaxBody is the largest delivery read: GitHub sends at most 25 MB.
@@ -38,7 +36,7 @@ type Teardown struct {
 	// Namespace, when set, limits the teardown to that one environment (the reaper's, for a
 	// manual environment, or one of several a pull request has).
 	Namespace string
-	// Reason says why: ReasonClosed, ReasonMerged or ReasonExpired.
+	// Reason says why: report.ReasonClosed, report.ReasonMerged or report.ReasonExpired.
 	Reason string
 }
 
@@ -110,7 +108,7 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 		return BadRequest, http.StatusBadRequest, "the body could not be read"
 	}
 	// The signature first: nothing about an unsigned body is looked at, or logged.
-	if !Verify(h.secret, body, r.Header.Get("X-Hub-Signature-256")) {
+	if !delivery.Verify(h.secret, body, r.Header.Get(delivery.SignatureHeader)) {
 		return BadSig, http.StatusUnauthorized, "X-Hub-Signature-256 is missing or wrong"
 	}
 	delivery := r.Header.Get("X-GitHub-Delivery")
@@ -147,9 +145,9 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 		return Duplicate, http.StatusAccepted, ""
 	}
 	td := Teardown{Delivery: delivery, Repository: ev.Repository.FullName, PullRequest: ev.Number,
-		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: ReasonClosed}
+		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: report.ReasonClosed}
 	if td.Merged {
-		td.Reason = ReasonMerged
+		td.Reason = report.ReasonMerged
 	}
 	if ev.Installation != nil {
 		td.InstallationID = ev.Installation.ID
@@ -196,29 +194,6 @@ func jsonPayload(contentType string, body []byte) ([]byte, error) {
 		return []byte(v.Get("payload")), nil
 	}
 	return nil, fmt.Errorf("Content-Type %q is not application/json or application/x-www-form-urlencoded", contentType)
-}
-
-// Sign returns the X-Hub-Signature-256 value GitHub sends for body.
-func Sign(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verify says whether header is body's SHA-256 signature, comparing in constant time. The
-// SHA-1 header (X-Hub-Signature) is never accepted in its place.
-func Verify(secret, body []byte, header string) bool {
-	hexSig, ok := strings.CutPrefix(header, "sha256=")
-	if !ok {
-		return false
-	}
-	got, err := hex.DecodeString(hexSig)
-	if err != nil || len(got) != sha256.Size {
-		return false
-	}
-	m := hmac.New(sha256.New, secret)
-	m.Write(body)
-	return hmac.Equal(got, m.Sum(nil))
 }
 
 // deliveries remembers the last n delivery ids, in memory: a redelivery while the App runs is

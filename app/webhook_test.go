@@ -13,7 +13,8 @@ import (
 	"testing"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/delivery"
+	"github.com/antifailure/af/github/githubtest"
 )
 
 type recorder struct {
@@ -66,7 +67,7 @@ func TestEmptySecretRefused(t *testing.T) {
 // Only a valid X-Hub-Signature-256 gets anything done; a refused body is never logged.
 func TestSignatures(t *testing.T) {
 	closed := githubtest.PullRequestEvent(t, "closed", "acme/shop", 7, strings.Repeat("a", 40), false)
-	good := Sign(secret, closed)
+	good := delivery.Sign(secret, closed)
 	cases := []struct {
 		name    string
 		headers map[string]string
@@ -75,7 +76,7 @@ func TestSignatures(t *testing.T) {
 		{"valid SHA-256", map[string]string{"X-Hub-Signature-256": good}, http.StatusAccepted},
 		{"SHA-1 only", map[string]string{"X-Hub-Signature": "sha1=" + strings.Repeat("0", 40)}, http.StatusUnauthorized},
 		{"missing", nil, http.StatusUnauthorized},
-		{"wrong", map[string]string{"X-Hub-Signature-256": Sign([]byte("another secret"), closed)}, http.StatusUnauthorized},
+		{"wrong", map[string]string{"X-Hub-Signature-256": delivery.Sign([]byte("another secret"), closed)}, http.StatusUnauthorized},
 		{"malformed hex", map[string]string{"X-Hub-Signature-256": "sha256=zz" + good[9:]}, http.StatusUnauthorized},
 		{"truncated", map[string]string{"X-Hub-Signature-256": good[:40]}, http.StatusUnauthorized},
 		{"other algorithm", map[string]string{"X-Hub-Signature-256": "sha512=" + good[7:]}, http.StatusUnauthorized},
@@ -131,7 +132,7 @@ func TestBodies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &recorder{}
 			h, _ := NewWebhook(secret, q, nil)
-			w := deliver(h, tc.event, "d-"+tc.name, tc.contentType, tc.body, map[string]string{"X-Hub-Signature-256": Sign(secret, tc.body)})
+			w := deliver(h, tc.event, "d-"+tc.name, tc.contentType, tc.body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, tc.body)})
 			if w.Code != tc.status || len(q.queued()) != tc.queued {
 				t.Fatalf("status %d with %d queued, want %d with %d (%s)", w.Code, len(q.queued()), tc.status, tc.queued, w.Body.String())
 			}
@@ -148,7 +149,7 @@ func TestRedeliveryOnce(t *testing.T) {
 	ev["installation"] = map[string]any{"id": 42, "node_id": "MDIz"}
 	body := githubtest.ValidateEvent(t, "pull_request", "closed", ev)
 	for i := 0; i < 3; i++ {
-		if w := deliver(h, "pull_request", "same-delivery", "application/json", body, map[string]string{"X-Hub-Signature-256": Sign(secret, body)}); w.Code != http.StatusAccepted {
+		if w := deliver(h, "pull_request", "same-delivery", "application/json", body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, body)}); w.Code != http.StatusAccepted {
 			t.Fatalf("delivery %d: %d", i, w.Code)
 		}
 	}
@@ -159,11 +160,11 @@ func TestRedeliveryOnce(t *testing.T) {
 	// A queue that refuses leaves the delivery to GitHub's redelivery: it is not remembered.
 	q2 := &recorder{err: errors.New("full")}
 	h2, _ := NewWebhook(secret, q2, nil)
-	if w := deliver(h2, "pull_request", "d", "application/json", body, map[string]string{"X-Hub-Signature-256": Sign(secret, body)}); w.Code != http.StatusServiceUnavailable {
+	if w := deliver(h2, "pull_request", "d", "application/json", body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, body)}); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("refused queue: %d", w.Code)
 	}
 	q2.err = nil
-	if w := deliver(h2, "pull_request", "d", "application/json", body, map[string]string{"X-Hub-Signature-256": Sign(secret, body)}); w.Code != http.StatusAccepted || len(q2.queued()) != 1 {
+	if w := deliver(h2, "pull_request", "d", "application/json", body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, body)}); w.Code != http.StatusAccepted || len(q2.queued()) != 1 {
 		t.Fatalf("the redelivery after a refusal: %d, %d queued", w.Code, len(q2.queued()))
 	}
 }
@@ -182,12 +183,12 @@ const [secret, body, ours] = [process.argv[1], process.argv[2], process.argv[3]]
 const theirs = await sign(secret, body);
 const ok = await verify(secret, body, ours);
 console.log(theirs + " " + ok);`
-	out, err := exec.Command("node", "--input-type=module", "-e", script, string(secret), body, Sign(secret, []byte(body))).CombinedOutput()
+	out, err := exec.Command("node", "--input-type=module", "-e", script, string(secret), body, delivery.Sign(secret, []byte(body))).CombinedOutput()
 	if err != nil {
 		t.Fatalf("node: %v\n%s", err, out)
 	}
 	theirs, ok, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
-	if !Verify(secret, []byte(body), theirs) {
+	if !delivery.Verify(secret, []byte(body), theirs) {
 		t.Fatalf("the App refuses octokit's signature %s", theirs)
 	}
 	if ok != "true" {

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/github/delivery"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/sidecar/control"
 	"github.com/antifailure/af/sidecar/decisionlog"
-	"github.com/antifailure/af/webhooksign"
 )
 
 // The observe environment's names: a captured domain (nothing of it exists anywhere; the
@@ -232,8 +232,8 @@ func webhookReachesService(t *testing.T, s *suite) {
 	}
 	defer link.Close()
 	send := func(secret string) (int, string) {
-		body, _ := webhooksign.Example(webhooksign.GitHub, "ping")
-		h, err := webhooksign.Headers(webhooksign.Delivery{Provider: webhooksign.GitHub, Secret: []byte(secret), Event: "ping", Body: body})
+		body, _ := delivery.Example("ping")
+		h, err := delivery.Headers([]byte(secret), "ping", body)
 		if err != nil {
 			t.Fatal(err)
 		}

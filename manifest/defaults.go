@@ -1,7 +1,9 @@
 package manifest
 
 import (
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -119,11 +121,19 @@ func StartOrder(services map[string]*Service) []string {
 		for _, n := range order {
 			placed[n] = true
 		}
-		for _, n := range sortedServiceNames(services) {
+		for _, n := range slices.Sorted(maps.Keys(services)) {
 			if !placed[n] {
 				order = append(order, n)
 			}
 		}
 	}
 	return order
+}
+
+// Defaulted returns a zero T with its declared defaults filled in (the default tags): what a
+// block the manifest leaves out, or a manifest that is missing, means.
+func Defaulted[T any]() T {
+	var v T
+	fill(reflect.ValueOf(&v).Elem())
+	return v
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/images"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/kubernetes"
@@ -53,7 +54,7 @@ var Vars = []Var{
 	{Name: "AF_APP_WORKERS", Meaning: "teardowns the App runs at once", Default: "4"},
 	{Name: "AF_APP_NAMESPACE", Meaning: "the namespace the App keeps its teardown journal in (ConfigMaps af-record-teardown-*), so a teardown cut short by a restart is resumed; deploy/app sets it to the pod's own namespace. Unset: the journal is kept in memory only", Default: "—"},
 	{Name: "AF_APP_REAP_INTERVAL", Meaning: "the time between the App's reaper sweeps: the most a lost webhook costs", Default: "10m"},
-	{Name: "AF_APP_COMMENT_AUTHORS", Meaning: "comma-separated logins besides the App's own whose af comment the App rewrites (the action's)", Default: "github-actions[bot]"},
+	{Name: "AF_APP_COMMENT_AUTHORS", Meaning: "comma-separated logins besides the App's own whose af comment the App rewrites (the action's)", Default: api.ActionsBot},
 	{Name: "AF_BUILD_TIMEOUT", Meaning: "the longest one build may take", Default: "15m"},
 	{Name: "AF_URL_SCHEME", Meaning: "the scheme of preview URLs: http or https", Default: "https"},
 	{Name: "AF_INGRESS_ADDRESS", Meaning: "host:port where the ingress controller is reached when preview hosts do not resolve from where af runs", Default: "the preview host's own address"},
@@ -215,7 +216,7 @@ type AppSettings struct {
 // files are read here, so a missing one is reported before anything starts.
 func App(getenv func(string) string) (AppSettings, error) {
 	a := AppSettings{APIURL: getenv("AF_GITHUB_API_URL"), Token: getenv("AF_GITHUB_TOKEN"), Listen: getenv("AF_APP_LISTEN"),
-		Workers: 4, ReapInterval: 10 * time.Minute, RateWait: 5 * time.Minute, Authors: []string{"github-actions[bot]"}}
+		Workers: 4, ReapInterval: 10 * time.Minute, RateWait: 5 * time.Minute, Authors: []string{api.ActionsBot}}
 	bad := func(name, why string) error {
 		return failure.Newf(failure.AppConfigInvalid, "%s=%q: %s", name, getenv(name), why)
 	}

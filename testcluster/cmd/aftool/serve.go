@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/antifailure/af/github/delivery"
 	"github.com/antifailure/af/testcluster/fakenet"
 )
 
@@ -66,10 +64,7 @@ func serveWebhook(ctx context.Context, addr string, secret []byte, logger *log.L
 			http.Error(w, "unreadable body", http.StatusBadRequest)
 			return
 		}
-		m := hmac.New(sha256.New, secret)
-		m.Write(body)
-		want := "sha256=" + hex.EncodeToString(m.Sum(nil))
-		if !hmac.Equal([]byte(r.Header.Get("X-Hub-Signature-256")), []byte(want)) {
+		if !delivery.Verify(secret, body, r.Header.Get(delivery.SignatureHeader)) {
 			logger.Printf("webhook: signature refused (event %q)", r.Header.Get("X-GitHub-Event"))
 			http.Error(w, "signature refused", http.StatusUnauthorized)
 			return

@@ -10,8 +10,8 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/githubtest"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
 )
@@ -24,16 +24,16 @@ const token = "ghs_reaptest"
 func fixture(t *testing.T) (*githubtest.Server, *runtimetest.Fake) {
 	t.Helper()
 	s := githubtest.New(t, token)
-	rep, err := prreport.NewReporter(s.Client(t, token, nil), "acme/shop", githubtest.BotLogin)
+	rep, err := report.NewReporter(s.Client(t, token, nil), "acme/shop", githubtest.BotLogin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	rt := &runtimetest.Fake{}
 	for _, n := range []int{1, 2, 3} {
-		f := &prreport.Facts{State: prreport.Ready, Environment: fmt.Sprintf("shop-pr-%d", n), Namespace: fmt.Sprintf("af-env-shop-pr-%d", n),
+		f := &report.Facts{State: report.Ready, Environment: fmt.Sprintf("shop-pr-%d", n), Namespace: fmt.Sprintf("af-env-shop-pr-%d", n),
 			Repository: "acme/shop", PullRequest: n, Commit: strings.Repeat("a", 40)}
-		if _, err := rep.Comment(ctx, n, prreport.Comment(f), true); err != nil {
+		if _, err := rep.Comment(ctx, n, report.Comment(f), true); err != nil {
 			t.Fatal(err)
 		}
 		rt.Envs = append(rt.Envs, afruntime.Environment{ID: f.Environment, Namespace: f.Namespace, Repository: "acme/shop", PullRequest: n})
@@ -78,7 +78,7 @@ func TestReapDryRun(t *testing.T) {
 		}
 	}
 	for _, n := range []int{2, 3} {
-		if prreport.IsGone(s.Comments(n)[0].Body) {
+		if report.IsGone(s.Comments(n)[0].Body) {
 			t.Fatalf("a dry run rewrote pull request %d's comment", n)
 		}
 	}
@@ -116,11 +116,11 @@ func TestReap(t *testing.T) {
 		t.Fatalf("left %v, want the open pull request's and the manual one", left)
 	}
 	for n, reason := range map[int]string{2: "merged", 3: "closed"} {
-		if c := s.Comments(n); len(c) != 1 || !prreport.IsGone(c[0].Body) || !strings.Contains(c[0].Body, reason) {
+		if c := s.Comments(n); len(c) != 1 || !report.IsGone(c[0].Body) || !strings.Contains(c[0].Body, reason) {
 			t.Fatalf("pull request %d's comment: %+v", n, c)
 		}
 	}
-	if prreport.IsGone(s.Comments(1)[0].Body) {
+	if report.IsGone(s.Comments(1)[0].Body) {
 		t.Fatal("the open pull request's comment was rewritten")
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
-	"github.com/antifailure/af/render"
+	"github.com/antifailure/af/cmd/af/internal/render"
 )
 
 // NewCmdStatus returns `af status`.

@@ -15,7 +15,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
-	"github.com/antifailure/af/render"
+	"github.com/antifailure/af/cmd/af/internal/render"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )

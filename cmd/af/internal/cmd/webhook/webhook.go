@@ -20,7 +20,6 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/webhooksign"
 )
 
 // NewCmdWebhook returns `af webhook` and its verb.
@@ -71,7 +70,7 @@ AF-RUN-055 otherwise.`,
 			if err != nil {
 				return err
 			}
-			h, err := webhooksign.Headers(webhooksign.Delivery{Provider: provider, Secret: []byte(secret), Event: event, Body: body, Header: header})
+			h, err := headers(signed{provider: provider, secret: []byte(secret), event: event, body: body, header: header})
 			if err != nil {
 				return failure.Newf(failure.UsageInvalid, "--provider: %v", err)
 			}
@@ -93,7 +92,7 @@ AF-RUN-055 otherwise.`,
 	}
 	fl.Add(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "SERVICE[:PORT]/PATH the webhook is delivered to")
-	cmd.Flags().StringVar(&provider, "provider", webhooksign.GitHub, "how to sign: "+strings.Join(webhooksign.Providers, ", "))
+	cmd.Flags().StringVar(&provider, "provider", providerGitHub, "how to sign: "+strings.Join(providers, ", "))
 	cmd.Flags().StringVar(&secretEnv, "secret-env", "", "the environment variable holding the secret")
 	cmd.Flags().StringVar(&event, "event", "", "the event (github: X-GitHub-Event; stripe: the event type)")
 	cmd.Flags().StringVar(&payload, "payload", "", "a file with the JSON body (- for standard input); default: af's example for --event")
@@ -124,18 +123,18 @@ func parseTo(to string) (service string, port int, path string, err error) {
 }
 
 func body(provider, event, payload string) ([]byte, error) {
-	if (provider == webhooksign.GitHub || provider == webhooksign.Stripe) && event == "" {
-		return nil, failure.Newf(failure.UsageInvalid, "--event is required for --provider %s (examples: %s)", provider, strings.Join(webhooksign.Events(provider), ", "))
+	if (provider == providerGitHub || provider == providerStripe) && event == "" {
+		return nil, failure.Newf(failure.UsageInvalid, "--event is required for --provider %s (examples: %s)", provider, strings.Join(events(provider), ", "))
 	}
 	switch payload {
 	case "":
 		if event == "" {
 			event = "example"
 		}
-		b, ok := webhooksign.Example(provider, event)
+		b, ok := example(provider, event)
 		if !ok {
 			return nil, failure.Newf(failure.UsageInvalid, "af has no example payload for %s event %q (it has %s): give one with --payload FILE",
-				provider, event, strings.Join(webhooksign.Events(provider), ", "))
+				provider, event, strings.Join(events(provider), ", "))
 		}
 		return b, nil
 	case "-":

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/antifailure/af/app"
 	"github.com/antifailure/af/cmd/af/internal/cmdtest"
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/delivery"
 	"github.com/antifailure/af/runtime/runtimetest"
 )
 
@@ -27,7 +27,7 @@ func handler(t *testing.T) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /hooks/github", func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		if !app.Verify([]byte(secret), b, r.Header.Get("X-Hub-Signature-256")) || r.Header.Get("X-GitHub-Event") != "push" || r.Header.Get("X-GitHub-Delivery") == "" {
+		if !delivery.Verify([]byte(secret), b, r.Header.Get("X-Hub-Signature-256")) || r.Header.Get("X-GitHub-Event") != "push" || r.Header.Get("X-GitHub-Delivery") == "" {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}

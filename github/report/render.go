@@ -1,9 +1,9 @@
-// Package prreport is what af reports on a pull request, and how: the facts of one run
+// Package report is what af reports on a pull request, and how: the facts of one run
 // (Facts), rendered as the sticky comment, the check run's output and the step summary
 // (markdown), and written to GitHub by a Reporter (one comment found by a hidden marker and
 // the bot's own login, a check run with a real conclusion, a deployment and its statuses).
 // The action and the App both report through it.
-package prreport
+package report
 
 import (
 	"fmt"

@@ -24,11 +24,11 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/google/go-github/v62/github"
 
-	"github.com/antifailure/af/ghclient"
+	"github.com/antifailure/af/github/api"
 )
 
 // BotLogin is the author of what the action's GITHUB_TOKEN writes.
-const BotLogin = "github-actions[bot]"
+const BotLogin = api.ActionsBot
 
 // Comment is an issue comment the stand-in holds.
 type Comment struct {
@@ -148,7 +148,7 @@ func New(t testing.TB, token string) *Server {
 // honoured), recording every rate-limit wait in slept instead of sleeping.
 func (s *Server) Client(t testing.TB, token string, slept *[]time.Duration) *github.Client {
 	t.Helper()
-	c, _, err := ghclient.New(ghclient.Options{APIURL: s.URL, Token: token, MaxWait: 10 * time.Second,
+	c, _, err := api.New(api.Options{APIURL: s.URL, Token: token, MaxWait: 10 * time.Second,
 		Sleep: func(_ context.Context, d time.Duration) error { *slept = append(*slept, d); return nil }})
 	if err != nil {
 		t.Fatal(err)

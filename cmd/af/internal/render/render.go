@@ -1,7 +1,7 @@
-// Package render writes what af found out, for people: the probe's verdict route by route,
-// each service's state and size, the preview URLs. `af up` and `af status` print these
-// tables, and the GitHub Action's comment and check are made from the same package, so a
-// reviewer reads the same facts wherever they look.
+// Package render writes what af found out, for people at a terminal: the probe's verdict route
+// by route, each service's state and size, the preview URLs, as `af up` and `af status` print
+// them. What the pull request reads (the comment, the check run, the step summary) is
+// github/report's markdown of the same facts.
 package render
 
 import (

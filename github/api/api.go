@@ -1,9 +1,9 @@
-// Package ghclient makes the GitHub API clients the action and the App use: go-github pointed
+// Package api makes the GitHub API clients the action and the App use: go-github pointed
 // at an API URL (github.com, GitHub Enterprise or a test's stand-in), authenticated by a
 // token, behind a transport that honours GitHub's rate limits (the primary limit, secondary
 // limits with retry-after, and HTTP 429, which go-github v62 does not classify), and a
 // function that turns the errors go-github returns into catalogued ones.
-package ghclient
+package api
 
 import (
 	"bytes"
@@ -21,6 +21,10 @@ import (
 
 	"github.com/antifailure/af/failure"
 )
+
+// ActionsBot is the login of what a workflow's GITHUB_TOKEN writes: the action's comments and
+// check runs are this bot's unless the action is given an App's token.
+const ActionsBot = "github-actions[bot]"
 
 // DefaultMaxWait is how long, in all, a client waits out rate limits before it gives up.
 const DefaultMaxWait = 5 * time.Minute

@@ -1,4 +1,4 @@
-package prreport_test
+package report_test
 
 import (
 	"context"
@@ -6,20 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/antifailure/af/ghclient"
-	"github.com/antifailure/af/githubtest"
-	"github.com/antifailure/af/prreport"
+	"github.com/antifailure/af/github/api"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/github/report"
 )
 
 // More than 50 annotations go in batches of at most 50, the conclusion with the last; GitHub's
 // description (maxItems 50) checks every request.
 func TestAnnotationsInBatches(t *testing.T) {
 	gh := githubtest.New(t, "tok")
-	c, _, err := ghclient.New(ghclient.Options{APIURL: gh.URL, Token: "tok"})
+	c, _, err := api.New(api.Options{APIURL: gh.URL, Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := prreport.NewReporter(c, "acme/shop", githubtest.BotLogin)
+	r, err := report.NewReporter(c, "acme/shop", githubtest.BotLogin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +28,11 @@ func TestAnnotationsInBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var notes []prreport.Annotation
+	var notes []report.Annotation
 	for i := 1; i <= 120; i++ {
-		notes = append(notes, prreport.Annotation{Path: "af.yaml", Line: i, Level: "failure", Title: "x", Message: fmt.Sprint("problem ", i)})
+		notes = append(notes, report.Annotation{Path: "af.yaml", Line: i, Level: "failure", Title: "x", Message: fmt.Sprint("problem ", i)})
 	}
-	f := &prreport.Facts{State: prreport.Failed, Environment: "shop-pr-1"}
+	f := &report.Facts{State: report.Failed, Environment: "shop-pr-1"}
 	if err := r.FinishCheck(ctx, id, f, notes); err != nil {
 		t.Fatal(err)
 	}

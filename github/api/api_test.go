@@ -1,4 +1,4 @@
-package ghclient_test
+package api_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/ghclient"
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/api"
+	"github.com/antifailure/af/github/githubtest"
 )
 
 // Every kind of rate-limit refusal is waited out for the time GitHub names, then retried.
@@ -39,12 +39,12 @@ func TestRateLimitBeyondTheBudget(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			s := githubtest.New(t, "tok")
 			var waited time.Duration
-			c, _, _ := ghclient.New(ghclient.Options{APIURL: s.URL, Token: "tok", MaxWait: 1500 * time.Millisecond,
+			c, _, _ := api.New(api.Options{APIURL: s.URL, Token: "tok", MaxWait: 1500 * time.Millisecond,
 				Sleep: func(_ context.Context, d time.Duration) error { waited += d; return nil }})
 			s.Limit(kind, kind, kind)
 			_, _, err := c.Issues.CreateComment(context.Background(), "acme", "shop", 1, &github.IssueComment{Body: github.String("x")})
-			if !errors.Is(ghclient.Classify("commenting", err), failure.RateLimited) {
-				t.Fatalf("got %v, want AF-GH-004", ghclient.Classify("commenting", err))
+			if !errors.Is(api.Classify("commenting", err), failure.RateLimited) {
+				t.Fatalf("got %v, want AF-GH-004", api.Classify("commenting", err))
 			}
 			if waited > 1500*time.Millisecond {
 				t.Fatalf("waited %s, beyond the 1.5s budget", waited)
@@ -70,7 +70,7 @@ func TestClassify(t *testing.T) {
 		{http.StatusNotFound, "Not Found", failure.GitHubRequestFailed},
 	} {
 		err := &github.ErrorResponse{Response: &http.Response{StatusCode: c.status, Request: &http.Request{Method: "POST", URL: &url.URL{Path: "/x"}}}, Message: c.msg}
-		if got := ghclient.Classify("commenting", err); !errors.Is(got, c.want) {
+		if got := api.Classify("commenting", err); !errors.Is(got, c.want) {
 			t.Errorf("%d %q: %v, want %s", c.status, c.msg, got, c.want.Code)
 		}
 	}

@@ -1,4 +1,4 @@
-package prreport
+package report
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/antifailure/af/ghclient"
+	"github.com/antifailure/af/github/api"
 )
 
 // Reporter writes reports on one repository's pull requests.
@@ -60,7 +60,7 @@ func (r *Reporter) ours(ctx context.Context, n int) ([]*github.IssueComment, err
 	for {
 		list, resp, err := r.Client.Issues.ListComments(ctx, r.Owner, r.Repo, n, opt)
 		if err != nil {
-			return nil, ghclient.Classify(fmt.Sprintf("listing the comments of pull request #%d", n), err)
+			return nil, api.Classify(fmt.Sprintf("listing the comments of pull request #%d", n), err)
 		}
 		for _, c := range list {
 			if strings.HasPrefix(c.GetBody(), Marker) && r.author(c.GetUser().GetLogin()) {
@@ -96,7 +96,7 @@ func (r *Reporter) Comment(ctx context.Context, n int, body string, create bool)
 	if len(mine) == 0 {
 		c, _, err := r.Client.Issues.CreateComment(ctx, r.Owner, r.Repo, n, &github.IssueComment{Body: github.String(body)})
 		if err != nil {
-			return "", ghclient.Classify(fmt.Sprintf("commenting on pull request #%d", n), err)
+			return "", api.Classify(fmt.Sprintf("commenting on pull request #%d", n), err)
 		}
 		r.say("commented on pull request #%d: %s", n, c.GetHTMLURL())
 		if mine, err = r.ours(ctx, n); err != nil {
@@ -109,7 +109,7 @@ func (r *Reporter) Comment(ctx context.Context, n int, body string, create bool)
 	keep := mine[0]
 	for _, extra := range mine[1:] {
 		if resp, err := r.Client.Issues.DeleteComment(ctx, r.Owner, r.Repo, extra.GetID()); err != nil && (resp == nil || resp.StatusCode != 404) {
-			return "", ghclient.Classify(fmt.Sprintf("deleting a second af comment (%d) on pull request #%d", extra.GetID(), n), err)
+			return "", api.Classify(fmt.Sprintf("deleting a second af comment (%d) on pull request #%d", extra.GetID(), n), err)
 		}
 		r.say("deleted a second af comment on pull request #%d (a concurrent run made it)", n)
 	}
@@ -118,7 +118,7 @@ func (r *Reporter) Comment(ctx context.Context, n int, body string, create bool)
 	}
 	c, _, err := r.Client.Issues.EditComment(ctx, r.Owner, r.Repo, keep.GetID(), &github.IssueComment{Body: github.String(body)})
 	if err != nil {
-		return "", ghclient.Classify(fmt.Sprintf("editing af's comment on pull request #%d", n), err)
+		return "", api.Classify(fmt.Sprintf("editing af's comment on pull request #%d", n), err)
 	}
 	r.say("updated the comment on pull request #%d: %s", n, c.GetHTMLURL())
 	return c.GetHTMLURL(), nil
@@ -138,7 +138,7 @@ func (r *Reporter) Retire(ctx context.Context, n int, body string) (string, bool
 	}
 	c, _, err := r.Client.Issues.EditComment(ctx, r.Owner, r.Repo, keep.GetID(), &github.IssueComment{Body: github.String(body)})
 	if err != nil {
-		return "", false, ghclient.Classify(fmt.Sprintf("editing af's comment on pull request #%d", n), err)
+		return "", false, api.Classify(fmt.Sprintf("editing af's comment on pull request #%d", n), err)
 	}
 	r.say("rewrote the comment on pull request #%d: %s", n, c.GetHTMLURL())
 	return c.GetHTMLURL(), true, nil
@@ -151,7 +151,7 @@ func (r *Reporter) OpenPulls(ctx context.Context) (map[int]bool, error) {
 	for {
 		list, resp, err := r.Client.PullRequests.List(ctx, r.Owner, r.Repo, opt)
 		if err != nil {
-			return nil, ghclient.Classify("listing the open pull requests of "+r.Owner+"/"+r.Repo, err)
+			return nil, api.Classify("listing the open pull requests of "+r.Owner+"/"+r.Repo, err)
 		}
 		for _, p := range list {
 			open[p.GetNumber()] = true
@@ -167,7 +167,7 @@ func (r *Reporter) OpenPulls(ctx context.Context) (map[int]bool, error) {
 func (r *Reporter) Merged(ctx context.Context, n int) (bool, error) {
 	p, _, err := r.Client.PullRequests.Get(ctx, r.Owner, r.Repo, n)
 	if err != nil {
-		return false, ghclient.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
+		return false, api.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
 	}
 	return p.GetMerged(), nil
 }
@@ -191,7 +191,7 @@ func (r *Reporter) StartCheck(ctx context.Context, sha, detailsURL string) (int6
 	}
 	c, _, err := r.Client.Checks.CreateCheckRun(ctx, r.Owner, r.Repo, opt)
 	if err != nil {
-		return 0, ghclient.Classify("creating the check run on "+short(sha), err)
+		return 0, api.Classify("creating the check run on "+short(sha), err)
 	}
 	return c.GetID(), nil
 }
@@ -223,7 +223,7 @@ func (r *Reporter) FinishCheck(ctx context.Context, id int64, f *Facts, annotati
 			opt.CompletedAt = &github.Timestamp{Time: time.Now()}
 		}
 		if _, _, err := r.Client.Checks.UpdateCheckRun(ctx, r.Owner, r.Repo, id, opt); err != nil {
-			return ghclient.Classify("completing the check run", err)
+			return api.Classify("completing the check run", err)
 		}
 	}
 	return nil
@@ -239,7 +239,7 @@ func (r *Reporter) Deploy(ctx context.Context, n int, sha, logURL string) (int64
 		Description: github.String("af preview of pull request #" + fmt.Sprint(n)), AutoMerge: github.Bool(false),
 		RequiredContexts: &[]string{}, TransientEnvironment: github.Bool(true), ProductionEnvironment: github.Bool(false)})
 	if err != nil {
-		return 0, ghclient.Classify("creating the deployment for "+Environment(n), err)
+		return 0, api.Classify("creating the deployment for "+Environment(n), err)
 	}
 	if err := r.DeploymentStatus(ctx, d.GetID(), "in_progress", "", logURL, "bringing the preview up"); err != nil {
 		return d.GetID(), err
@@ -257,7 +257,7 @@ func (r *Reporter) DeploymentStatus(ctx context.Context, id int64, state, envURL
 		req.LogURL = github.String(logURL)
 	}
 	if _, _, err := r.Client.Repositories.CreateDeploymentStatus(ctx, r.Owner, r.Repo, id, req); err != nil {
-		return ghclient.Classify(fmt.Sprintf("posting deployment status %s", state), err)
+		return api.Classify(fmt.Sprintf("posting deployment status %s", state), err)
 	}
 	return nil
 }
@@ -267,13 +267,13 @@ func (r *Reporter) DeploymentStatus(ctx context.Context, id int64, state, envURL
 func (r *Reporter) Deactivate(ctx context.Context, n int, description string) (int, error) {
 	list, _, err := r.Client.Repositories.ListDeployments(ctx, r.Owner, r.Repo, &github.DeploymentsListOptions{Environment: Environment(n), ListOptions: github.ListOptions{PerPage: 100}})
 	if err != nil {
-		return 0, ghclient.Classify("listing the deployments of "+Environment(n), err)
+		return 0, api.Classify("listing the deployments of "+Environment(n), err)
 	}
 	marked := 0
 	for _, d := range list {
 		last, _, err := r.Client.Repositories.ListDeploymentStatuses(ctx, r.Owner, r.Repo, d.GetID(), &github.ListOptions{PerPage: 1})
 		if err != nil {
-			return marked, ghclient.Classify(fmt.Sprintf("reading the statuses of deployment %d", d.GetID()), err)
+			return marked, api.Classify(fmt.Sprintf("reading the statuses of deployment %d", d.GetID()), err)
 		}
 		if len(last) > 0 && last[0].GetState() == "inactive" {
 			continue // already: a retried teardown posts nothing twice
@@ -291,7 +291,7 @@ func (r *Reporter) Deactivate(ctx context.Context, n int, description string) (i
 func (r *Reporter) HasLabel(ctx context.Context, n int, label string) (bool, error) {
 	list, _, err := r.Client.Issues.ListLabelsByIssue(ctx, r.Owner, r.Repo, n, &github.ListOptions{PerPage: 100})
 	if err != nil {
-		return false, ghclient.Classify(fmt.Sprintf("reading the labels of pull request #%d", n), err)
+		return false, api.Classify(fmt.Sprintf("reading the labels of pull request #%d", n), err)
 	}
 	for _, l := range list {
 		if strings.EqualFold(l.GetName(), label) {
@@ -305,7 +305,7 @@ func (r *Reporter) HasLabel(ctx context.Context, n int, label string) (bool, err
 func (r *Reporter) RemoveLabel(ctx context.Context, n int, label string) error {
 	resp, err := r.Client.Issues.RemoveLabelForIssue(ctx, r.Owner, r.Repo, n, label)
 	if err != nil && (resp == nil || resp.StatusCode != 404) {
-		return ghclient.Classify(fmt.Sprintf("removing label %s from pull request #%d", label, n), err)
+		return api.Classify(fmt.Sprintf("removing label %s from pull request #%d", label, n), err)
 	}
 	return nil
 }
@@ -317,7 +317,7 @@ func (r *Reporter) File(ctx context.Context, path, ref string) ([]byte, bool, er
 		if resp != nil && resp.StatusCode == 404 {
 			return nil, false, nil
 		}
-		return nil, false, ghclient.Classify(fmt.Sprintf("reading %s at %s", path, short(ref)), err)
+		return nil, false, api.Classify(fmt.Sprintf("reading %s at %s", path, short(ref)), err)
 	}
 	if fc == nil {
 		return nil, false, fmt.Errorf("%s at %s is a directory", path, short(ref))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/antifailure/af/githubtest"
+	"github.com/antifailure/af/github/githubtest"
 )
 
 func TestCommentsPageAndEdit(t *testing.T) {

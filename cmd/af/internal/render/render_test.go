@@ -24,7 +24,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./render -update to write it)", err)
+		t.Fatalf("%v (run go test ./cmd/af/internal/render -update to write it)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", name, path, got, want)

@@ -1,4 +1,4 @@
-package prreport
+package report
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func golden(t *testing.T, name, got string) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./prreport -update to write it)", err)
+		t.Fatalf("%v (run go test ./github/report -update to write it)", err)
 	}
 	if !bytes.Equal([]byte(got), want) {
 		t.Errorf("%s differs from %s:\n--- got\n%s--- want\n%s", name, path, got, want)

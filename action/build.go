@@ -1,0 +1,60 @@
+package action
+
+// The images of the services built from source: the images input names the ones an earlier
+// step built; the rest are built by the job's Docker daemon and handed to the runtime as
+// archives.
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/images"
+	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/settings"
+)
+
+// images returns the services' image references (the images input) and the archives of the
+// services it built.
+func (r *run) images(ctx context.Context) (map[string]string, map[string]string, error) {
+	imgs := map[string]string{}
+	for k, v := range r.in.Images {
+		if _, ok := r.man.Services[k]; !ok {
+			return nil, nil, failure.Newf(failure.ActionInputInvalid, "input images: the manifest has no service %s", k)
+		}
+		imgs[k] = v
+	}
+	tars := map[string]string{}
+	if !needsBuild(r.man, imgs) {
+		return imgs, tars, nil
+	}
+	d, err := settings.Docker(r.getenv, r.logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
+	if err := images.BuildServices(ctx, d, r.man, base, imgs, tars); err != nil {
+		if fe := failure.As(err); fe != nil && errors.Is(err, failure.BuildFailed) {
+			var built []string
+			for _, name := range manifest.StartOrder(r.man.Services) {
+				if r.man.Services[name].Build != nil && imgs[name] == "" {
+					built = append(built, name)
+				}
+			}
+			return nil, nil, fe.WithHint("Services " + strings.Join(built, ", ") + " are built from source: give each in the images input (SERVICE=REF, built by an earlier step), or let the job's Docker socket (/var/run/docker.sock, or DOCKER_HOST) reach a daemon.")
+		}
+		return nil, nil, err
+	}
+	return imgs, tars, nil
+}
+
+func needsBuild(m *manifest.Manifest, imgs map[string]string) bool {
+	for name, s := range m.Services {
+		if s.Build != nil && imgs[name] == "" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,145 @@
+package action
+
+// The run's setup: secrets masked, the client to GitHub, the manifest loaded, the kubeconfig
+// input in a private file, the environment named and its runtime made.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/antifailure/af/envid"
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/api"
+	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/manifest"
+	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/kubernetes"
+	"github.com/antifailure/af/settings"
+)
+
+// mask hides the secrets in the log before anything else can print them.
+func (r *run) mask() {
+	for _, name := range []string{"token", "registry-password"} {
+		if v := r.gha.GetInput(name); v != "" {
+			r.gha.AddMask(v)
+		}
+	}
+	for _, s := range secretsOf(r.gha.GetInput("kubeconfig")) {
+		r.gha.AddMask(s)
+	}
+}
+
+// connect makes the client to GitHub and the pull request's reporter.
+func (r *run) connect() error {
+	c, stats, err := api.New(api.Options{APIURL: r.d.Getenv("GITHUB_API_URL"), Token: r.in.Token, Base: r.d.HTTP,
+		Sleep: r.d.Sleep, Now: r.d.Now, Progress: r.logf, MaxWait: rateWait(r.d.Getenv)})
+	if err != nil {
+		return err
+	}
+	r.stats = stats
+	if r.rep, err = report.NewReporter(c, r.repo, r.d.Bot); err != nil {
+		return failure.Newf(failure.EventUnsupported, "GITHUB_REPOSITORY: %v", err)
+	}
+	r.rep.Progress = r.logf
+	return nil
+}
+
+func rateWait(getenv func(string) string) time.Duration {
+	if d, err := time.ParseDuration(getenv("AF_GITHUB_RATE_WAIT")); err == nil && d > 0 {
+		return d
+	}
+	return api.DefaultMaxWait
+}
+
+func (r *run) workspace() string {
+	if w := r.d.Getenv("GITHUB_WORKSPACE"); w != "" {
+		return w
+	}
+	return "."
+}
+
+func (r *run) loadManifest() error {
+	path := filepath.Join(r.workspace(), r.in.Manifest)
+	res, err := manifest.Load(path, nil)
+	if err != nil {
+		return err
+	}
+	r.res = res
+	for _, w := range res.Warnings {
+		r.gha.WithFieldsMap(map[string]string{"file": r.in.Manifest, "line": fmt.Sprint(max(w.Line, 1))}).Warningf("%s", w)
+	}
+	if err := res.Err(r.in.Manifest); err != nil {
+		for _, p := range res.Problems {
+			r.gha.WithFieldsMap(map[string]string{"file": r.in.Manifest, "line": fmt.Sprint(max(p.Line, 1))}).Errorf("%s", p)
+		}
+		return err
+	}
+	r.man = res.Manifest
+	return nil
+}
+
+// writeKubeconfig puts the kubeconfig input in a private temporary file for the runtime.
+func (r *run) writeKubeconfig() error {
+	f, err := os.CreateTemp(r.tempDir(), "af-kubeconfig-*")
+	if err != nil {
+		return failure.New(failure.Internal, "writing the kubeconfig to a temporary file", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(r.in.Kubeconfig); err != nil {
+		return failure.New(failure.Internal, "writing the kubeconfig to a temporary file", err)
+	}
+	r.env["KUBECONFIG"] = f.Name()
+	if r.in.RegistryPassword != "" {
+		r.env["AF_REGISTRY_USERNAME"], r.env["AF_REGISTRY_PASSWORD"] = r.in.RegistryUsername, r.in.RegistryPassword
+	}
+	return nil
+}
+
+func (r *run) tempDir() string {
+	if t := r.d.Getenv("RUNNER_TEMP"); t != "" {
+		if st, err := os.Stat(t); err == nil && st.IsDir() {
+			return t
+		}
+	}
+	return os.TempDir()
+}
+
+func (r *run) ref() (afruntime.Ref, error) {
+	ref := afruntime.Ref{Manifest: r.man, Repository: r.repo}
+	var err error
+	if r.in.Environment != "" {
+		ref.ID, err = envid.ForName(r.in.Environment)
+		if err == nil && ref.ID != r.in.Environment {
+			return ref, failure.Newf(failure.ActionInputInvalid, "input environment: %q is not an environment id (a DNS label); %q would be", r.in.Environment, ref.ID)
+		}
+		return ref, err
+	}
+	ref.ID, err = envid.ForPullRequest(r.repo, r.ev.PullRequest)
+	return ref, err
+}
+
+func (r *run) runtime() (afruntime.Runtime, error) {
+	if r.d.Runtime != nil {
+		return r.d.Runtime(r.man, r.getenv, r.in.Context)
+	}
+	if r.man.Runtime.Provider != kubernetes.Name {
+		return nil, failure.Newf(failure.RuntimeCannot, "the action runs the kubernetes runtime; the manifest asks for %q", r.man.Runtime.Provider)
+	}
+	o, err := settings.Kubernetes(r.getenv, r.in.Context, r.logf)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(o), nil
+}
+
+// target names the environment and builds its runtime: what down and status do first.
+func (r *run) target() (afruntime.Ref, afruntime.Runtime, error) {
+	ref, err := r.ref()
+	if err != nil {
+		return ref, nil, err
+	}
+	rt, err := r.runtime()
+	return ref, rt, err
+}
