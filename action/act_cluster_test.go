@@ -14,6 +14,7 @@ import (
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/testcluster"
 	"github.com/antifailure/af/version"
@@ -71,13 +72,7 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 
 	// The action's image, as the release writes it, loaded into the daemon act uses.
 	work := t.TempDir()
-	bin := filepath.Join(work, "af")
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/af")
-	build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	b, err := os.ReadFile(bin)
+	b, err := os.ReadFile(afbuild.Binary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +102,8 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	bins := map[string]string{}
 	for _, svc := range []string{"web", "worker"} {
 		out := filepath.Join(work, "shop-"+svc)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./"+svc)
-		cmd.Dir, cmd.Env = "../examples/shop", append(os.Environ(), "CGO_ENABLED=0")
-		if o, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", svc, err, o)
+		if err := afbuild.Build(ctx, "../examples/shop", out, afbuild.Package("./"+svc)); err != nil {
+			t.Fatal(err)
 		}
 		bins[svc] = out
 	}

@@ -69,6 +69,10 @@ type run struct {
 	res   *manifest.Result
 	env   map[string]string
 	out   Outcome
+	// base is the base branch's manifest (nil: none, or unreadable); ignored, what of the pull
+	// request's manifest the trust rules left out (package trust).
+	base    *manifest.Manifest
+	ignored []string
 	// blocked is what the sidecar refused while the environment started (its migrations and
 	// services' first calls), for the comment.
 	blocked []report.BlockedHost
@@ -108,6 +112,14 @@ func Run(ctx context.Context, d Deps) Outcome {
 
 func (r *run) main(ctx context.Context) error {
 	r.mask()
+	// A fork's pull_request run has a read-only token and no secrets: it says so where it can be
+	// read and touches nothing, before any input (the kubeconfig among them) is required.
+	if ev, err := ReadEvent(r.d.Getenv, 0); err == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" {
+		f := &report.Facts{State: report.Skipped, PullRequest: ev.PullRequest, Commit: ev.HeadSHA,
+			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing ran. With `fork_policy: label` a maintainer approves it by adding the label; the `pull_request_target` workflow then runs it."}
+		r.summary(f)
+		return failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork; its pull_request run has no secrets, so nothing ran", ev.PullRequest)
+	}
 	var err error
 	if r.in, err = ReadInputs(r.gha.GetInput); err != nil {
 		return err
@@ -121,14 +133,6 @@ func (r *run) main(ctx context.Context) error {
 	if r.ev.Name == "workflow_dispatch" && r.ev.PullRequest == 0 && r.in.Environment == "" {
 		return failure.Newf(failure.ActionInputInvalid, "input pr-number: workflow_dispatch needs pr-number or environment to name the environment")
 	}
-	if r.ev.Name == "pull_request" && r.ev.Fork && r.in.Command != "status" {
-		// A fork's pull_request run has a read-only token and no secrets: say so where it can be
-		// read, and touch nothing.
-		f := &report.Facts{State: report.Skipped, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA,
-			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing ran. With `fork_policy: label` a maintainer approves it by adding the label; the `pull_request_target` workflow then runs it."}
-		r.summary(f)
-		return failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork; its pull_request run has no secrets, so nothing ran", r.ev.PullRequest)
-	}
 	if err := r.connect(); err != nil {
 		return err
 	}
@@ -136,6 +140,7 @@ func (r *run) main(ctx context.Context) error {
 		r.prReport().invalid(ctx, err)
 		return err
 	}
+	r.trust(ctx)
 	if err := r.writeKubeconfig(); err != nil {
 		return err
 	}
@@ -169,9 +174,12 @@ func (r *run) up(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	facts.LeftOut = leftOut
+	facts.LeftOut, facts.Ignored = leftOut, r.ignored
 	pr.started(ctx, facts)
 	res, upErr := r.bringUp(ctx, ref)
+	// A run that timed out or was cancelled still finishes its reports, on a context of their own.
+	ctx, cancel := afterwards(ctx)
+	defer cancel()
 	facts.Duration = r.now().Sub(start)
 	r.facts(facts, res, upErr)
 	r.out.Facts = facts
@@ -187,6 +195,9 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	defer r.gha.EndGroup()
 	start := r.now()
 	defer func() { r.out.Up = r.now().Sub(start) }()
+	if err := r.checkURLFrom(); err != nil {
+		return nil, err
+	}
 	if r.in.Registry != "" {
 		m := *r.man
 		m.Runtime.Registry = r.in.Registry
@@ -201,11 +212,11 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	if err != nil {
 		return nil, err
 	}
-	ctx = afruntime.WithProgress(ctx, r.logf)
-	res, err := rt.Up(ctx, afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.getenv})
-	if err == nil {
-		r.blocked = r.blockedSoFar(ctx, rt, ref)
-	}
+	res, err := rt.Up(afruntime.WithProgress(ctx, r.logf), afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv})
+	// What the sidecar refused matters most when the environment failed: it is read either way.
+	bctx, cancel := afterwards(ctx)
+	defer cancel()
+	r.blocked = r.blockedSoFar(bctx, rt, ref, err == nil)
 	return res, err
 }
 

@@ -3,6 +3,7 @@ package action_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -308,6 +309,39 @@ func TestBlockedHostsOnTheComment(t *testing.T) {
 	}
 }
 
+// A run that times out still finishes what it told the pull request: the check run completed
+// as failed, the deployment's status failure, the comment written, and what the sidecar
+// refused (it matters most when af up fails) listed on it.
+func TestTimedOutRunStillReports(t *testing.T) {
+	gh := githubtest.New(t, token)
+	o := runtimetest.NewObserved()
+	o.UpBlocks = true
+	o.UpErr = failure.Newf(failure.NotReady, "web: not ready before the deadline")
+	o.Log.Record(decisionlog.Entry{Via: "proxy", Method: "GET", Host: "db.internal.test", Port: 5432, Rule: "default", Mode: "block", Status: 403})
+	j := newJob(t, gh, o.Fake, shop)
+	j.with = o
+	j.inputs["timeout"] = "1s"
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 9, sha1, false))
+	out, log := j.run()
+	if out.Exit == 0 || !errors.Is(out.Err, failure.NotReady) {
+		t.Fatalf("exit %d (%v), want the timeout's failure\n%s", out.Exit, out.Err, log)
+	}
+	if len(out.Reported) != 0 {
+		t.Fatalf("reporting steps failed after the timeout: %v\n%s", out.Reported, log)
+	}
+	if c := gh.CheckRuns(); len(c) != 1 || c[0].Status != "completed" || c[0].Conclusion != "failure" {
+		t.Fatalf("check runs %+v, want one completed as failure", c)
+	}
+	d := gh.Deployments()
+	if len(d) != 1 || len(d[0].Statuses) == 0 || d[0].Statuses[len(d[0].Statuses)-1].State != "failure" {
+		t.Fatalf("deployments %+v, want one whose last status is failure", d)
+	}
+	c := gh.Comments(9)
+	if len(c) != 1 || !strings.Contains(c[0].Body, "AF-RUN-004") || !strings.Contains(c[0].Body, "db.internal.test:5432") {
+		t.Fatalf("comments %+v, want one naming the failure and the blocked host", c)
+	}
+}
+
 // Two runs for the same pull request at once leave exactly one comment.
 func TestRacingRunsLeaveOneComment(t *testing.T) {
 	gh := githubtest.New(t, token)
@@ -401,6 +435,30 @@ func TestForks(t *testing.T) {
 				t.Fatalf("labels after a new push: %v", gh.Labels(11))
 			}
 		})
+	}
+}
+
+// A fork's pull_request run gets no secrets: no kubeconfig, no token. It exits 0 with the step
+// summary saying why, before any input is required, and writes nothing to GitHub.
+func TestForkPullRequestWithoutSecrets(t *testing.T) {
+	gh := githubtest.New(t, token)
+	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-11")}
+	j := newJob(t, gh, rt, shop)
+	delete(j.inputs, "kubeconfig")
+	delete(j.inputs, "token")
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 11, sha1, true))
+	o, log := j.run()
+	if o.Exit != 0 || !errors.Is(o.Err, failure.ForkNotApproved) {
+		t.Fatalf("exit %d (%v), want 0 and %s\n%s", o.Exit, o.Err, failure.ForkNotApproved.Code, log)
+	}
+	if strings.Contains(log, "::error") || !strings.Contains(log, "::notice::") {
+		t.Fatalf("the log has an error or no notice:\n%s", log)
+	}
+	if len(gh.Calls()) != 0 || j.rtMade != 0 || len(rt.Calls()) != 0 {
+		t.Fatalf("GitHub calls %v, runtimes made %d, runtime calls %v: a fork's run touches nothing", gh.Calls(), j.rtMade, rt.Calls())
+	}
+	if !strings.Contains(j.summary, "comes from a fork") {
+		t.Fatalf("step summary %q does not say why", j.summary)
 	}
 }
 

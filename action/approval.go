@@ -15,23 +15,14 @@ func (r *run) approval(ctx context.Context) ([]string, error) {
 	if r.ev.PullRequest == 0 || r.ev.Name == "workflow_dispatch" {
 		return nil, nil
 	}
-	// The base branch's manifest decides the fork policy and the egress a pull request gets
-	// without approval, never the pull request's own. Without it (a new file, an unreadable
-	// one) the defaults apply: fork_policy label, and no egress at all.
+	// The base branch's manifest decides the fork policy (r.man's github block is the base
+	// branch's: package trust) and the egress a pull request gets without approval. Without it
+	// (a new file, an unreadable one) the defaults apply: fork_policy label, and no egress.
 	base := manifest.Egress{}
-	gh := manifest.Defaulted[manifest.GitHub]()
-	if r.ev.BaseSHA != "" {
-		b, ok, err := r.rep.File(ctx, r.in.Manifest, r.ev.BaseSHA)
-		switch {
-		case err != nil:
-			r.gha.Warningf("the base branch's %s could not be read, so no egress rule of this pull request's is applied without approval: %s", r.in.Manifest, failure.Ensure(err).Error())
-		case ok:
-			if res := manifest.Parse(b); res.Valid() {
-				base, gh = res.Manifest.Egress, res.Manifest.GitHub
-			}
-		}
+	if r.base != nil {
+		base = r.base.Egress
 	}
-	label, policy := gh.Label, gh.ForkPolicy
+	label, policy := r.man.GitHub.Label, r.man.GitHub.ForkPolicy
 	approved := false
 	if r.ev.Fork {
 		switch policy {

@@ -71,6 +71,9 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 	if in.Token == "" {
 		return in, invalid("token", "is empty: leave its default (${{ github.token }}) or pass a token with pull-requests, issues, checks and deployments write")
 	}
+	if (in.RegistryUsername != "" || in.RegistryPassword != "") && in.Registry == "" {
+		return in, invalid("registry-password", "registry credentials go only to the registry the workflow names: set the registry input too (a pull request's af.yaml never decides where they are sent)")
+	}
 	if s := get("pr-number"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {

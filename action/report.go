@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/report"
@@ -16,6 +17,15 @@ import (
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/sidecar/control"
 )
+
+// reportBudget is how long the reports of a run that timed out or was cancelled may take.
+const reportBudget = 30 * time.Second
+
+// afterwards is a context for what must still be done after ctx ended (its values kept, its
+// cancellation and deadline not), with reportBudget to do it in.
+func afterwards(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), reportBudget)
+}
 
 // prReport is one run's report on its pull request.
 type prReport struct {
@@ -166,24 +176,31 @@ func (r *run) annotations() []report.Annotation {
 }
 
 // blockedSoFar reads what the environment's sidecar refused while it started, grouped by host,
-// port and rule. A runtime that cannot reach the sidecar, or an identity without
-// pods/portforward, leaves the comment without it and says so in the log: the environment is
-// up either way.
-func (r *run) blockedSoFar(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref) []report.BlockedHost {
+// port and rule, whether the environment came up or not (when it failed, what was refused is
+// often why). A runtime that cannot reach the sidecar, or an identity without
+// pods/portforward, leaves the comment without it and says so in the log (a warning when the
+// environment is up; after a failure the sidecar may never have started).
+func (r *run) blockedSoFar(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref, up bool) []report.BlockedHost {
 	obs, ok := rt.(afruntime.Observer)
 	if !ok || !rt.Capabilities().NetLog {
 		return nil
 	}
+	unread := func(err error) []report.BlockedHost {
+		if up {
+			r.gha.Warningf("the comment does not list blocked hosts: %v", err)
+		} else {
+			r.logf("the comment does not list blocked hosts: %v", err)
+		}
+		return nil
+	}
 	link, err := obs.Sidecar(ctx, ref)
 	if err != nil {
-		r.gha.Warningf("the comment does not list blocked hosts: %v", err)
-		return nil
+		return unread(err)
 	}
 	defer link.Close()
 	entries, _, err := (&control.Client{Addr: link.Addr}).Log(ctx, control.LogQuery{Blocked: true})
 	if err != nil {
-		r.gha.Warningf("the comment does not list blocked hosts: %v", err)
-		return nil
+		return unread(err)
 	}
 	at := map[report.BlockedHost]int{} // keyed without the count: host, port and rule
 	var out []report.BlockedHost

@@ -219,7 +219,7 @@ func Check(ctx context.Context, cfg Config) Result {
 			return
 		}
 		for _, a := range r.attempts {
-			cfg.log("round=%d route=%s target=%s outcome=%s detail=%q ms=%.1f", r.n, a.Route, a.Target, a.Outcome, a.Detail, a.MS)
+			cfg.log(attemptLine, r.n, a.Route, a.Target, a.Outcome, a.Detail, a.MS)
 			if a.Outcome == Escaped {
 				if _, seen := escaped[a.Route+" "+a.Target]; !seen {
 					escaped[a.Route+" "+a.Target] = a
@@ -384,7 +384,7 @@ func describe(as []Attempt) string {
 
 func (c Config) log(format string, args ...any) {
 	if c.Out != nil {
-		fmt.Fprintf(c.Out, "af-gate "+format+"\n", args...)
+		fmt.Fprintf(c.Out, LogPrefix+format+"\n", args...)
 	}
 }
 

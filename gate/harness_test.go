@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/internal/testnet"
 )
 
@@ -22,34 +21,6 @@ import (
 // sidecar host, a fake internet (a TCP listener on a documentation address and a UDP DNS
 // responder), a fake metadata server on a link-local address that is not the real one, and a
 // fake API server. nftables rules in the pod namespace play the CNI.
-
-var (
-	afBinOnce sync.Once
-	afBin     string
-	afBinErr  error
-)
-
-// buildAF builds the real af binary once; the gate runs as it would in a pod.
-func buildAF(t testing.TB) string {
-	t.Helper()
-	afBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "af-gate-test")
-		if err != nil {
-			afBinErr = err
-			return
-		}
-		afBin = filepath.Join(dir, "af")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", afBin, "../cmd/af")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			afBinErr = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if afBinErr != nil {
-		t.Fatal(afBinErr)
-	}
-	return afBin
-}
 
 type harness struct {
 	t       testing.TB
@@ -205,7 +176,7 @@ type gateRun struct {
 
 func (h *harness) gate(pod *testnet.Host, extra ...string) gateRun {
 	h.t.Helper()
-	bin := buildAF(h.t)
+	bin := afbuild.Binary(h.t) // the real af binary: the gate runs as it would in a pod
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -416,7 +387,7 @@ func TestLateEnforcement(t *testing.T) {
 func BenchmarkRoutes(b *testing.B) {
 	h := newHarness(b)
 	base := []string{"--rounds", "3", "--timeout", "1s", "--interval", "200ms", "--deadline", "30s"}
-	bins := map[string]string{"this": buildAF(b)}
+	bins := map[string]string{"this": afbuild.Binary(b)}
 	if old := os.Getenv("AF_GATE_BENCH_BASELINE"); old != "" {
 		bins["baseline"] = old
 	}

@@ -41,7 +41,7 @@ func Hold(ctx context.Context, cfg HoldConfig) (time.Duration, error) {
 	}
 	logf := func(format string, args ...any) {
 		if cfg.Out != nil {
-			fmt.Fprintf(cfg.Out, "af-gate "+format+"\n", args...)
+			fmt.Fprintf(cfg.Out, LogPrefix+format+"\n", args...)
 		}
 	}
 	start, said := time.Now(), time.Now()

@@ -45,7 +45,7 @@ if [ "${AF_CONFORMANCE_EXTERNAL:-}" != 1 ]; then
 	fi
 fi
 
-make -s build >/dev/null
+build_af
 echo "== conformance ($expect): the roster ($(bin/af conformance roster | wc -l) behaviours, $(bin/af conformance roster --containment | wc -l) of them containment) and the startup proof -> $report"
 start=$(date +%s)
 set +e

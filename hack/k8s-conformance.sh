@@ -6,7 +6,8 @@
 #   2. builds the test image (Debian's busybox-static and aftool) and af's engine image;
 #   3. starts the fake internet beside the cluster: a Docker network on the documentation range
 #      198.51.100.0/24 with the test hosts and a fake metadata server on 169.254.77.1 (never
-#      the real 169.254.169.254, never a real public address);
+#      the real 169.254.169.254, never a real public address), every address as the test
+#      cluster's Go code has it (afcluster internet);
 #   4. creates the cluster from a k3s image PINNED BY DIGEST (k3s enforces NetworkPolicy with
 #      its embedded kube-router and serves ingress with its Traefik), its ingress on loopback;
 #   5. runs hack/conformance.sh against it (the roster, the startup proof, the verdict reader);
@@ -33,11 +34,6 @@ report=${AF_CONFORMANCE_REPORT:-bin/k8s-conformance-report.jsonl}
 net=af-fake-internet
 inet=af-fake-internet
 node="k3d-$name-server-0"
-# The fake internet's addresses (testcluster/internal/layout): public TCP/UDP echo, resolver,
-# the allowed and the blocked API host, and the fake metadata server.
-public_ip=198.51.100.10
-extra_ips="198.51.100.53 198.51.100.80 198.51.100.81 169.254.77.1"
-metadata_ip=169.254.77.1
 
 die() {
 	echo "k8s-conformance: $*" >&2
@@ -88,6 +84,17 @@ if [ -z "$dry" ]; then
 	fi
 fi
 
+# shellcheck source=hack/lib.sh
+. hack/lib.sh # afcluster, build_af
+# The fake internet's addresses, as Go has them (testcluster.Internet): its range and zone, the
+# public TCP/UDP echo, the resolver, the allowed and the blocked API host, the fake metadata
+# server.
+internet=$(afcluster internet)
+eval "$internet"
+public_ip=$AF_INTERNET_PUBLIC_IP
+metadata_ip=$AF_INTERNET_METADATA_IP
+extra_ips="$AF_INTERNET_RESOLVER_IP $AF_INTERNET_ALLOWED_API_IP $AF_INTERNET_BLOCKED_API_IP $metadata_ip"
+
 work=$(mktemp -d)
 cleanup() {
 	status=$?
@@ -105,14 +112,14 @@ cleanup() {
 trap cleanup EXIT
 
 echo "== images: the test image and af's engine image"
-run go build -o bin/af ./cmd/af
-run env CGO_ENABLED=0 go build -o "$work/aftool" ./testcluster/cmd/aftool
-run go run ./testcluster/cmd/afcluster test-image "$work/test.tar" "$work/aftool"
+run build_af
+run env CGO_ENABLED=0 go build -trimpath -o "$work/aftool" ./testcluster/cmd/aftool
+run afcluster test-image "$work/test.tar" "$work/aftool"
 run bin/af engine-image --tar "$work/engine.tar"
 run docker load -i "$work/test.tar"
 
-echo "== the fake internet on $net (198.51.100.0/24, metadata on $metadata_ip)"
-run docker network create --subnet 198.51.100.0/24 "$net"
+echo "== the fake internet on $net ($AF_INTERNET_CIDR, metadata on $metadata_ip)"
+run docker network create --subnet "$AF_INTERNET_CIDR" "$net"
 adds=""
 for ip in $extra_ips; do adds="$adds ip addr add $ip/32 dev eth0 &&"; done
 run docker run -d --name "$inet" --network "$net" --ip "$public_ip" --cap-add NET_ADMIN af.test/aftest:1 \
@@ -140,11 +147,11 @@ kind: ConfigMap
 metadata: {name: coredns-custom, namespace: kube-system}
 data:
   af.server: |
-    af.test:53 {
-        forward . 198.51.100.53
+    $AF_INTERNET_DOMAIN:53 {
+        forward . $AF_INTERNET_RESOLVER_IP
     }"
 if [ -n "$dry" ]; then
-	echo "+ kubectl apply -f - <<< coredns-custom (af.test -> 198.51.100.53)"
+	echo "+ kubectl apply -f - <<< coredns-custom ($AF_INTERNET_DOMAIN -> $AF_INTERNET_RESOLVER_IP)"
 else
 	kubectl apply -f - <<<"$coredns_custom"
 fi

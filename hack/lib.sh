@@ -8,6 +8,10 @@ go build -trimpath -o bin/testrun ./internal/testrun
 
 afcluster() { bin/afcluster "$@"; }
 
+# build_af: bin/af as make build makes it (static, -trimpath, the version stamped), the one way
+# the scripts build af.
+build_af() { make -s build >/dev/null; }
+
 # gophase NAME [GO TEST ARGS...]: a go test phase of make test, through the reader, under the
 # race detector (the cluster tests' waits, teardowns and probes run goroutines of their own).
 gophase() {

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # $af and $work are the sourcing script's.
-# Sourced by hack/demo.sh and hack/bench-up.sh: imports into the local test cluster the engine
+# Sourced by hack/demo.sh and make bench-up: imports into the local test cluster the engine
 # image of bin/af and the example's two services, built from their static binaries, and sets
 # $web_image and $worker_image. Needs $af, $work and an afcluster function.
 "$af" engine-image --tar "$work/engine.tar" >/dev/null

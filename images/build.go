@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,7 +67,7 @@ func (d *Docker) Available(ctx context.Context) error {
 		if errors.Is(err, exec.ErrNotFound) {
 			return failure.New(failure.BuildFailed, "the docker CLI is not installed, so no image can be built", err)
 		}
-		return failure.New(failure.BuildFailed, fmt.Sprintf("no container daemon answered at %s: %s", where, lastLines(string(out), 3)), err)
+		return failure.New(failure.BuildFailed, fmt.Sprintf("no container daemon answered at %s; last lines:\n%s", where, failure.Indent(failure.LastLines(string(out), 3))), err)
 	}
 	progress(d.Progress, "container daemon %s answers", strings.TrimSpace(string(out)))
 	return nil
@@ -84,19 +85,16 @@ func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) er
 	if dockerfile == "" {
 		dockerfile = "Dockerfile"
 	}
-	args := []string{"build", "--file", filepath.Join(b.Context, dockerfile), "--tag", tag}
+	// The CLI gets af's own context on its standard input, as the Engine API does: the same
+	// files whichever way af builds, and never .git (contextTar).
+	args := []string{"build", "--file", filepath.ToSlash(filepath.Clean(dockerfile)), "--tag", tag}
 	if b.Target != "" {
 		args = append(args, "--target", b.Target)
 	}
-	keys := make([]string, 0, len(b.Args))
-	for k := range b.Args {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(b.Args)) {
 		args = append(args, "--build-arg", k+"="+b.Args[k])
 	}
-	args = append(args, b.Context)
+	args = append(args, "-")
 	start := time.Now()
 	var tail string
 	var err error
@@ -104,19 +102,22 @@ func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) er
 		progress(d.Progress, "build %s: Engine API POST /build (context %s, dockerfile %s)", b.Service, b.Context, dockerfile)
 		tail, err = d.apiBuild(ctx, b, tag, archive, dockerfile)
 	} else {
-		progress(d.Progress, "build %s: docker %s", b.Service, strings.Join(args, " "))
-		tail, err = d.stream(ctx, b.Service, args...)
+		progress(d.Progress, "build %s: docker %s (context %s)", b.Service, strings.Join(args, " "), b.Context)
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(contextTar(pw, b.Context, dockerfile)) }()
+		tail, err = d.stream(ctx, b.Service, pr, args...)
+		pr.Close()
 	}
 	if err != nil {
 		why := err.Error()
 		if ctx.Err() == context.DeadlineExceeded {
 			why = fmt.Sprintf("it did not finish within %s", timeout)
 		}
-		return failure.New(failure.BuildFailed, fmt.Sprintf("building %s (%s): %s; last lines:\n%s", b.Service, filepath.Join(b.Context, dockerfile), why, indent(tail)), err)
+		return failure.New(failure.BuildFailed, fmt.Sprintf("building %s (%s): %s; last lines:\n%s", b.Service, filepath.Join(b.Context, dockerfile), why, failure.Indent(tail)), err)
 	}
 	if !d.useAPI() {
 		if out, err := d.command(ctx, "save", "--output", archive, tag).CombinedOutput(); err != nil {
-			return failure.New(failure.BuildFailed, fmt.Sprintf("saving %s: %v: %s", tag, err, lastLines(string(out), 3)), err)
+			return failure.New(failure.BuildFailed, fmt.Sprintf("saving %s: %v; last lines:\n%s", tag, err, failure.Indent(failure.LastLines(string(out), 3))), err)
 		}
 	}
 	progress(d.Progress, "build %s: built in %s", b.Service, time.Since(start).Round(100*time.Millisecond))
@@ -124,8 +125,10 @@ func (d *Docker) Build(ctx context.Context, b BuildSpec, tag, archive string) er
 }
 
 // stream runs docker, passing each output line to progress, and returns the last lines.
-func (d *Docker) stream(ctx context.Context, service string, args ...string) (string, error) {
+// stdin, when not nil, is its standard input.
+func (d *Docker) stream(ctx context.Context, service string, stdin io.Reader, args ...string) (string, error) {
 	cmd := d.command(ctx, args...)
+	cmd.Stdin = stdin
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	var lines []string
@@ -152,26 +155,6 @@ func (d *Docker) stream(ctx context.Context, service string, args ...string) (st
 	mu.Lock()
 	defer mu.Unlock()
 	return strings.Join(lines, "\n"), err
-}
-
-func lastLines(s string, n int) string {
-	var lines []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.TrimSpace(l) != "" {
-			lines = append(lines, strings.TrimSpace(l))
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " / ")
-}
-
-func indent(s string) string {
-	if s == "" {
-		return "    (no output)"
-	}
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
 
 // BuildServices builds, with the daemon d, every service of m that has build: and is in

@@ -2,11 +2,13 @@ package images
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +62,11 @@ func buildWithTheDaemon(t *testing.T, d *Docker) {
 	write(".dockerignore", "*.secret\n")
 	write("key.secret", "never sent to the daemon\n")
 	write("other.txt", "the other stage\n")
+	// The checkout's .git, where actions/checkout keeps the job's token: never sent.
+	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(".git/config", "[http]\n\textraheader = AUTHORIZATION: basic s3cret\n")
 	write("build.Dockerfile", `FROM scratch AS app
 ARG FLAVOUR=plain
 LABEL flavour=$FLAVOUR
@@ -103,6 +110,9 @@ COPY other.txt /other.txt
 			files[h.Name] = string(b)
 		}
 		rc.Close()
+	}
+	if _, sent := files["ctx/.git/config"]; sent {
+		t.Errorf("the checkout's .git went to the daemon: the image holds %v", files)
 	}
 	if _, sent := files["ctx/key.secret"]; sent || files["ctx/greeting.txt"] == "" {
 		t.Errorf(".dockerignore not honoured: the context in the image holds %v", files)
@@ -154,6 +164,49 @@ func TestContextTar(t *testing.T) {
 	}
 }
 
+// TestContextNeverHoldsGit: .git (the checkout's, where actions/checkout keeps the job's token,
+// a submodule's or a worktree's .git file) never goes into a build context, even when
+// .dockerignore re-includes it or there is none.
+func TestContextNeverHoldsGit(t *testing.T) {
+	for _, ignore := range []string{"", "*\n!.git\n!Dockerfile\n!main.go\n!sub\n"} {
+		dir := t.TempDir()
+		files := map[string]string{"Dockerfile": "FROM scratch\nCOPY . /src\n", "main.go": "package main\n",
+			".git/config": "[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46Z2hzX3MzY3JldA==\n",
+			".git/HEAD":   "ref: refs/heads/main\n", "sub/.git": "gitdir: ../.git/modules/sub\n", "sub/a.txt": "a"}
+		if ignore != "" {
+			files[".dockerignore"] = ignore
+		}
+		for name, content := range files {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := contextBytes(dir, "Dockerfile")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(strings.NewReader(string(b)))
+		var got []string
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			got = append(got, h.Name)
+			if strings.Contains("/"+h.Name, "/.git") {
+				t.Errorf(".dockerignore %q: the context holds %s", ignore, h.Name)
+			}
+		}
+		if !slices.Contains(got, "main.go") || !slices.Contains(got, "sub/a.txt") {
+			t.Errorf(".dockerignore %q: the context holds %v, want main.go and sub/a.txt in it", ignore, got)
+		}
+	}
+}
+
 // TestNoDaemon: a daemon that does not answer is AF-RUN-008 saying where af looked.
 func TestNoDaemon(t *testing.T) {
 	for _, api := range []bool{false, true} {
@@ -163,4 +216,11 @@ func TestNoDaemon(t *testing.T) {
 			t.Errorf("api %v: got %v", api, err)
 		}
 	}
+}
+
+// contextBytes is contextTar into memory.
+func contextBytes(dir, dockerfile string) ([]byte, error) {
+	var b bytes.Buffer
+	err := contextTar(&b, dir, dockerfile)
+	return b.Bytes(), err
 }

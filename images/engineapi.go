@@ -3,7 +3,6 @@ package images
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -206,6 +205,14 @@ func contextTar(w io.Writer, dir, dockerfile string) error {
 			return err
 		}
 		rel = filepath.ToSlash(rel)
+		if e.Name() == ".git" {
+			// Never in a build context, whatever .dockerignore says: actions/checkout keeps the
+			// job's token in .git/config, and a pull request's Dockerfile could read it.
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		if !always[rel] {
 			skip, err := pm.MatchesOrParentMatches(rel)
 			if err != nil {
@@ -255,11 +262,4 @@ func contextTar(w io.Writer, dir, dockerfile string) error {
 		return err
 	}
 	return tw.Close()
-}
-
-// contextBytes is contextTar into memory, for tests.
-func contextBytes(dir, dockerfile string) ([]byte, error) {
-	var b bytes.Buffer
-	err := contextTar(&b, dir, dockerfile)
-	return b.Bytes(), err
 }

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"runtime"
+	"slices"
 	"sort"
 	"time"
 
@@ -130,7 +132,7 @@ func (f Files) layer() ([]byte, error) {
 	for dst, b := range f.Contents {
 		files[dst] = func() ([]byte, error) { return b, nil }
 	}
-	for _, dst := range sortedKeys(files) {
+	for _, dst := range slices.Sorted(maps.Keys(files)) {
 		data, err := files[dst]()
 		if err != nil {
 			return nil, err
@@ -145,7 +147,7 @@ func (f Files) layer() ([]byte, error) {
 			return nil, err
 		}
 	}
-	for _, dst := range sortedKeys(f.Symlinks) {
+	for _, dst := range slices.Sorted(maps.Keys(f.Symlinks)) {
 		if err := parents(dst); err != nil {
 			return nil, err
 		}
@@ -172,15 +174,6 @@ func WriteArchive(path, ref string, img v1.Image) error {
 		return fmt.Errorf("image %s: %w", ref, err)
 	}
 	return os.Rename(tmp, path)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func sorted(s []string) []string {

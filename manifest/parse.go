@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,7 +252,7 @@ func (w *walker) walk(path string, v any, t reflect.Type, depth int) any {
 			return nil
 		}
 		out := make(map[string]any, len(obj))
-		for _, k := range sortedKeys(obj) {
+		for _, k := range slices.Sorted(maps.Keys(obj)) {
 			p := joinKey(path, k)
 			if obj[k] == nil && t.Elem().Kind() != reflect.Pointer {
 				w.fail(p, "has no value; write \"\" for an empty string")
@@ -323,7 +325,7 @@ func (w *walker) object(path string, obj map[string]any, t reflect.Type, depth i
 		known[name] = f
 		names = append(names, name)
 	}
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		p := joinKey(path, k)
 		f, ok := known[k]
 		if !ok {
@@ -423,15 +425,6 @@ func joinKey(path, key string) string {
 		return key
 	}
 	return path + "." + key
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func describe(v any) string {

@@ -22,6 +22,16 @@ type Manifest struct {
 	Database *Database           `json:"database,omitempty" doc:"The database the environment uses, if any."`
 	Egress   Egress              `json:"egress,omitempty" doc:"What the environment may reach outside itself. Every outbound connection goes through the environment's sidecar, which decides by these rules."`
 	GitHub   GitHub              `json:"github,omitempty" doc:"What af reports on a pull request, and how it treats pull requests from forks."`
+	Limits   Limits              `json:"limits,omitempty" doc:"The ceilings a pull request's environment is held to. Read from the base branch's af.yaml only: a pull request's own limits are ignored."`
+}
+
+// Limits are the ceilings a pull request's services are held to: a service that asks for more
+// gets the ceiling, and the pull request's comment says so. The action reads them from the base
+// branch's af.yaml only; af up on a developer's machine does not apply them.
+type Limits struct {
+	Replicas int      `json:"replicas,omitempty" default:"3" min:"1" max:"20" doc:"The most instances of one service a pull request's environment runs."`
+	CPU      Quantity `json:"cpu,omitempty" default:"1" doc:"The most CPU one instance of a pull request's service may have (a Kubernetes quantity: 500m, 2). From 1m to 64."`
+	Memory   Quantity `json:"memory,omitempty" default:"1Gi" doc:"The most memory one instance of a pull request's service may have (a Kubernetes quantity: 512Mi, 2Gi). From 4Mi to 256Gi."`
 }
 
 // Runtime says where and how environments run.

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -78,7 +79,7 @@ func (v *validator) manifest(m *Manifest) {
 	if m.Services != nil && len(m.Services) == 0 {
 		v.invalid("services", "names no service; an environment needs at least one")
 	}
-	for _, n := range sortedServiceNames(m.Services) {
+	for _, n := range slices.Sorted(maps.Keys(m.Services)) {
 		v.service(m, n, m.Services[n])
 	}
 	v.dependencies(m.Services)
@@ -87,6 +88,8 @@ func (v *validator) manifest(m *Manifest) {
 	}
 	v.egress(&m.Egress)
 	v.github(&m.GitHub)
+	v.quantity("limits.cpu", m.Limits.CPU, minCPU, maxCPU, "1m to 64")
+	v.quantity("limits.memory", m.Limits.Memory, minMemory, maxMemory, "4Mi to 256Gi")
 }
 
 func (v *validator) label(p, s string, max int) bool {
@@ -138,15 +141,6 @@ func (v *validator) runtime(r *Runtime) {
 			v.invalid("runtime.ttl", "%s is out of range (10m to 90d)", r.TTL)
 		}
 	}
-}
-
-func sortedServiceNames(s map[string]*Service) []string {
-	names := make([]string, 0, len(s))
-	for n := range s {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func (v *validator) service(m *Manifest, n string, s *Service) {
@@ -210,7 +204,7 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 			}
 		}
 	}
-	for _, k := range sortedStrings(s.Env) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		ep := joinKey(p+".env", k)
 		switch {
 		case !envName.MatchString(k):
@@ -223,11 +217,35 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 			v.invalid(ep, "is %d bytes; at most %d", len(s.Env[k]), MaxEnvValueLength)
 		}
 	}
+	v.waitsFor(m, n, s)
+}
+
+// waitsFor checks what service n waits for: services, itself (depends_on) and through its
+// migration (migrate_after).
+func (v *validator) waitsFor(m *Manifest, n string, s *Service) {
+	p := joinKey("services", n)
 	v.serviceList(m, p+".depends_on", s.DependsOn, n, fmt.Sprintf("service %q depends on itself", n))
 	if len(s.MigrateAfter) > 0 && s.Migrate.IsZero() {
 		v.invalid(p+".migrate_after", "names what the migration waits for, but the service has no migrate")
 	}
 	v.serviceList(m, p+".migrate_after", s.MigrateAfter, n, fmt.Sprintf("the migration of %q cannot wait for %q itself: the service starts after its migration", n, n))
+}
+
+// CheckDependencies checks what the services wait for (depends_on and migrate_after) as Parse
+// does, for a manifest that was not parsed (a runtime's caller may build one): no name twice,
+// no service waiting for itself, every name a service, no migrate_after without a migrate, no
+// cycle. It returns nil, or the failure Result.Err gives for the problems: AF-RUN-041 when
+// they are all cycles, AF-RUN-042 when they are all missing services.
+func CheckDependencies(services map[string]*Service) error {
+	v := &validator{}
+	m := &Manifest{Services: services}
+	for _, n := range slices.Sorted(maps.Keys(services)) {
+		if s := services[n]; s != nil {
+			v.waitsFor(m, n, s)
+		}
+	}
+	v.dependencies(services)
+	return (&Result{Problems: v.problems}).Err("the manifest")
 }
 
 // serviceList checks a list of the manifest's services at p (depends_on, migrate_after) of
@@ -243,7 +261,7 @@ func (v *validator) serviceList(m *Manifest, p string, names []string, n, self s
 			v.fail(dp, failure.DependencyCycle, "%s", self)
 		case m.Services[d] == nil:
 			msg := fmt.Sprintf("%q is not a service of this manifest", d)
-			if sg := suggest(d, sortedServiceNames(m.Services)); sg != "" {
+			if sg := suggest(d, slices.Sorted(maps.Keys(m.Services))); sg != "" {
 				msg += fmt.Sprintf("; did you mean %q?", sg)
 			}
 			v.fail(dp, failure.DependencyMissing, "%s", msg)
@@ -257,15 +275,6 @@ func databaseEnvName(d *Database) string {
 		return d.EnvName
 	}
 	return "DATABASE_URL"
-}
-
-func sortedStrings(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func (v *validator) image(p, ref string) {
@@ -308,7 +317,7 @@ func (v *validator) build(p string, b *Build) {
 	if b.Target != "" && !stageName.MatchString(b.Target) {
 		v.invalid(p+".target", "%q is not a build stage name", b.Target)
 	}
-	for _, k := range sortedStrings(b.Args) {
+	for _, k := range slices.Sorted(maps.Keys(b.Args)) {
 		if k == "" || strings.ContainsAny(k, "= \t\n") {
 			v.invalid(joinKey(p+".args", k), "%q is not a build argument name", k)
 		}
@@ -357,7 +366,7 @@ func (v *validator) quantity(p string, q Quantity, lo, hi resource.Quantity, rng
 // dependencies reports every cycle among depends_on, once each (self-dependencies are reported
 // where they are listed).
 func (v *validator) dependencies(services map[string]*Service) {
-	for _, cycle := range Cycles(services) {
+	for _, cycle := range findCycles(services) {
 		first := cycle[0]
 		field, idx := "depends_on", 0
 		for i, d := range services[first].DependsOn {
@@ -377,11 +386,11 @@ func (v *validator) dependencies(services map[string]*Service) {
 	}
 }
 
-// Cycles returns the dependency cycles among services, each as a path that starts and ends at
-// the same service (a -> b -> a), starting at its alphabetically first member. Self-dependencies
-// and unknown names are left out.
-func Cycles(services map[string]*Service) [][]string {
-	names := sortedServiceNames(services)
+// findCycles returns the dependency cycles among services, each as a path that starts and ends
+// at the same service (a -> b -> a), starting at its alphabetically first member.
+// Self-dependencies and unknown names are left out.
+func findCycles(services map[string]*Service) [][]string {
+	names := slices.Sorted(maps.Keys(services))
 	index := map[string]int{}
 	low := map[string]int{}
 	onStack := map[string]bool{}

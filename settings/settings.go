@@ -37,7 +37,7 @@ type Var struct {
 // Vars is every variable, in the order the docs list them.
 var Vars = []Var{
 	{Name: "KUBECONFIG", Meaning: "the kubeconfig path list", Default: "~/.kube/config"},
-	{Name: version.EngineImageVar, Meaning: "the engine image run as the sidecar, the gate and the probe", Default: "this build's own, " + version.EngineRepository + ":<source digest>, published where the service images go"},
+	{Name: version.EngineImageVar, Meaning: "the engine image run as the sidecar, the gate and the probe", Default: "this build's own: the released " + version.EngineRepository + ":<source digest>, pulled by the cluster; with a registry, af publishes its own binary as it where the service images go"},
 	{Name: version.EngineImageVarAlias, Meaning: "the old name of " + version.EngineImageVar + ", read when it is not set", Default: ""},
 	{Name: "AF_REGISTRY_USERNAME", Meaning: "the user for runtime.registry (pushes and the pods' pull secret); with AF_REGISTRY_PASSWORD", Default: "the docker config and platform keychains"},
 	{Name: "AF_REGISTRY_PASSWORD", Meaning: "the password or token for runtime.registry; with AF_REGISTRY_USERNAME", Default: ""},

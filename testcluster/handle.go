@@ -15,6 +15,7 @@ import (
 
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/images/engine"
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/testcluster/internal/layout"
 	"github.com/antifailure/af/testcluster/internal/node"
 	"github.com/antifailure/af/version"
@@ -38,6 +39,8 @@ type FakeInternet struct {
 	AllowedAPIHost, AllowedAPIIP string
 	BlockedAPIHost, BlockedAPIIP string
 	PublicHost                   string // resolves to the PublicTCP address
+	// Domain is the zone of every name the fake resolver answers (af.test).
+	Domain string
 	// Metadata is the fake metadata server (HTTP), on a link-local address that
 	// is not 169.254.169.254.
 	Metadata   string
@@ -182,10 +185,8 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "af")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/af")
-	cmd.Dir, cmd.Env = repoRoot, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/af: %w\n%s", err, out)
+	if err := afbuild.Build(ctx, repoRoot, bin); err != nil {
+		return err
 	}
 	img, err := engine.ImageFromFile(bin, version.EngineDigest)
 	if err != nil {
@@ -216,6 +217,7 @@ func Internet() FakeInternet {
 		BlockedAPIHost: layout.BlockedAPIHost,
 		BlockedAPIIP:   layout.BlockedAPIIP,
 		PublicHost:     layout.PublicHost,
+		Domain:         layout.FakeDomain,
 		Metadata:       net.JoinHostPort(layout.MetadataIP, "80"),
 		MetadataIP:     layout.MetadataIP,
 	}

@@ -2,6 +2,6 @@
 
 package version
 
-// EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
+// EngineDigest names the engine image this build carries: ghcr.io/antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "3e9700918324e835"
+const EngineDigest = "016b23b4d6889a61"

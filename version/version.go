@@ -20,12 +20,15 @@ const Release = "v0.1.0"
 // ActionImage is the action's image, as action.yml names it.
 const ActionImage = "ghcr.io/antifailure/af:" + Release
 
-// LocalEngineImage is the engine image's local name for this build.
+// LocalEngineImage is the engine image of this build: the released one's name, so a cluster
+// with no registry configured pulls exactly what release.yml pushed (its tag is the source
+// digest of the sidecar and the gate this binary carries), and a node the image was imported
+// into (make engine-image) finds it under the same name.
 const LocalEngineImage = EngineRepository + ":" + EngineDigest
 
-// EngineRepository is the engine image's local repository: the image that runs as the
-// sidecar, the gate and the probe (af's own binary, nothing else).
-const EngineRepository = "antifailure/af-engine"
+// EngineRepository is the engine image's repository, where release.yml pushes it: the image
+// that runs as the sidecar, the gate and the probe (af's own binary, nothing else).
+const EngineRepository = "ghcr.io/antifailure/af-engine"
 
 // Engine image variables: AF_ENGINE_IMAGE names another engine image; AF_PROXY_IMAGE, its
 // old name, is still read when the new one is not set.

@@ -1,6 +1,10 @@
 package version
 
-import "testing"
+import (
+	"os"
+	"strings"
+	"testing"
+)
 
 func TestEngineImageFrom(t *testing.T) {
 	for _, c := range []struct {
@@ -24,7 +28,32 @@ func TestEngineImageFrom(t *testing.T) {
 			t.Errorf("%v: Get().EngineImage = %q, want %q", c.env, got, want)
 		}
 	}
-	if LocalEngineImage != "antifailure/af-engine:"+EngineDigest {
+	if LocalEngineImage != "ghcr.io/antifailure/af-engine:"+EngineDigest {
 		t.Errorf("LocalEngineImage = %q", LocalEngineImage)
+	}
+}
+
+// The engine image af deploys by default is the one release.yml pushes, and the action's image
+// is the one action.yml runs: the three places agree.
+func TestReleasedNamesAgree(t *testing.T) {
+	release, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(release), `push dist/engine-oci "`+EngineRepository+`:$digest"`) {
+		t.Errorf("release.yml does not push the engine image as %s:<source digest>", EngineRepository)
+	}
+	if !strings.Contains(string(release), `push dist/action-oci "`+strings.TrimSuffix(ActionImage, ":"+Release)+`:$GITHUB_REF_NAME"`) {
+		t.Errorf("release.yml does not push the action's image as %s", ActionImage)
+	}
+	if !strings.Contains(string(release), `s/^const EngineDigest = "\(.*\)"$/\1/p' version/engine_gen.go`) {
+		t.Error("release.yml does not tag the engine image with version.EngineDigest")
+	}
+	action, err := os.ReadFile("../action.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(action), "image: docker://"+ActionImage+"\n") {
+		t.Errorf("action.yml does not run %s", ActionImage)
 	}
 }

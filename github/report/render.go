@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
@@ -59,6 +61,9 @@ type Facts struct {
 
 	// LeftOut lists the pull request's egress rules not applied (not approved).
 	LeftOut []string
+	// Ignored lists the values of the pull request's af.yaml that af did not take: base-only
+	// fields and sizes above the base branch's limits ("path: why").
+	Ignored []string
 	// Blocked is what the sidecar refused while the environment started.
 	Blocked []BlockedHost
 	// Reason says why the environment is gone, or why nothing ran.
@@ -81,23 +86,27 @@ func short(sha string) string {
 	return sha
 }
 
-// Headline is the one line that says how it went.
-func (f *Facts) Headline() string {
+// Headline is the one line that says how it went, as plain text (the check run's title, the
+// deployment status's description). Comment and Summary write it as markdown, escaped.
+func (f *Facts) Headline() string { return f.headline(func(s string) string { return s }) }
+
+// headline is Headline with each value from outside af passed through esc.
+func (f *Facts) headline(esc func(string) string) string {
 	switch f.State {
 	case Ready:
-		return fmt.Sprintf("✅ Preview ready: %s", f.Environment)
+		return fmt.Sprintf("✅ Preview ready: %s", esc(f.Environment))
 	case NotContained:
-		return fmt.Sprintf("⛔ Not contained: %s was not started", f.Environment)
+		return fmt.Sprintf("⛔ Not contained: %s was not started", esc(f.Environment))
 	case Gone:
-		return fmt.Sprintf("🗑️ Preview removed: %s", f.Environment)
+		return fmt.Sprintf("🗑️ Preview removed: %s", esc(f.Environment))
 	case Skipped:
 		return "⏸️ Preview not started: this pull request needs a maintainer's approval"
 	}
 	code := ""
 	if f.Failure != nil {
-		code = string(f.Failure.Code) + " "
+		code = esc(string(f.Failure.Code)) + " "
 	}
-	return fmt.Sprintf("❌ Preview failed: %s%s", code, f.Environment)
+	return fmt.Sprintf("❌ Preview failed: %s%s", code, esc(f.Environment))
 }
 
 // Comment renders the sticky comment.
@@ -107,7 +116,7 @@ func Comment(f *Facts) string {
 	if f.State == Gone {
 		b.WriteString(GoneMarker + "\n")
 	}
-	fmt.Fprintf(&b, "### %s\n\n", f.Headline())
+	fmt.Fprintf(&b, "### %s\n\n", f.headline(mdText))
 	body(&b, f)
 	return b.String()
 }
@@ -115,60 +124,66 @@ func Comment(f *Facts) string {
 // Summary renders the step summary: the comment's content without the marker.
 func Summary(f *Facts) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## %s\n\n", f.Headline())
+	fmt.Fprintf(&b, "## %s\n\n", f.headline(mdText))
 	body(&b, f)
 	return b.String()
 }
 
+// body writes the report's markdown. Every value that comes from the pull request or the
+// environment it ran (names, messages, reasons, hosts, rules, URLs) goes through mdText,
+// mdProse, mdCode or mdLink (below); only af's own words and its catalogue's "what to do" keep
+// their markdown.
 func body(b *strings.Builder, f *Facts) {
+	at := f.At.UTC().Format("2006-01-02 15:04 UTC")
 	switch f.State {
 	case Gone:
 		if f.Namespace != "" {
-			fmt.Fprintf(b, "The environment and its namespace `%s` were removed %s", f.Namespace, f.At.UTC().Format("2006-01-02 15:04 UTC"))
+			fmt.Fprintf(b, "The environment and its namespace %s were removed %s", mdCode(f.Namespace), at)
 		} else {
-			fmt.Fprintf(b, "The environment is gone (nothing of it was left on the cluster) as of %s", f.At.UTC().Format("2006-01-02 15:04 UTC"))
+			fmt.Fprintf(b, "The environment is gone (nothing of it was left on the cluster) as of %s", at)
 		}
 		if f.Reason != "" {
-			fmt.Fprintf(b, ": %s", f.Reason)
+			fmt.Fprintf(b, ": %s", mdProse(f.Reason))
 		}
 		b.WriteString(".\n")
 		return
 	case Skipped:
-		fmt.Fprintf(b, "%s\n", f.Reason)
+		fmt.Fprintf(b, "%s\n", mdProse(f.Reason))
 		return
 	}
-	if f.Failure != nil {
-		fmt.Fprintf(b, "**%s %s**: %s\n\n", f.Failure.Code, f.Failure.Title, mdEscape(strings.TrimPrefix(f.Failure.Message, string(f.Failure.Code)+": "+f.Failure.Title+": ")))
-		fmt.Fprintf(b, "What to do: %s\n\n", f.Failure.Do)
+	if r := f.Failure; r != nil {
+		what := strings.TrimPrefix(r.Message, string(r.Code)+": "+r.Title+": ")
+		fmt.Fprintf(b, "**%s %s**: %s\n\n", mdText(string(r.Code)), mdProse(r.Title), mdProse(what))
+		fmt.Fprintf(b, "What to do: %s\n\n", whatToDo(r))
 	}
 	if len(f.URLs) > 0 {
 		names := slices.Sorted(maps.Keys(f.URLs))
 		b.WriteString("| Service | Preview |\n|---|---|\n")
 		for _, n := range names {
-			fmt.Fprintf(b, "| %s | %s |\n", n, f.URLs[n])
+			fmt.Fprintf(b, "| %s | %s |\n", mdText(n), mdLink(f.URLs[n]))
 		}
 		b.WriteString("\n")
 	}
 	if f.Probe != nil && len(f.Probe.Routes) > 0 {
-		fmt.Fprintf(b, "**Containment probe**: %s (%d round(s), %.0f ms)\n\n", f.Probe.Verdict, f.Probe.Rounds, f.Probe.MS)
+		fmt.Fprintf(b, "**Containment probe**: %s (%d round(s), %.0f ms)\n\n", mdText(string(f.Probe.Verdict)), f.Probe.Rounds, f.Probe.MS)
 		b.WriteString("| Route | Verdict | Time | Detail |\n|---|---|---|---|\n")
 		for _, r := range f.Probe.Routes {
-			fmt.Fprintf(b, "| %s | %s | %.0f ms | %s |\n", r.Route, verdictMark(r.Outcome), r.MS, mdEscape(r.Detail))
+			fmt.Fprintf(b, "| %s | %s | %.0f ms | %s |\n", mdText(r.Route), verdictMark(r.Outcome), r.MS, mdText(r.Detail))
 		}
 		b.WriteString("\n")
 	}
 	if len(f.Services) > 0 {
 		b.WriteString("| Service | Ready | State | Size |\n|---|---|---|---|\n")
 		for _, s := range f.Services {
-			size := strings.Trim(s.CPU+" / "+s.Memory, " /")
+			size := mdText(strings.Trim(s.CPU+" / "+s.Memory, " /"))
 			if size == "" {
 				size = "—"
 			}
-			state := s.State
+			state := mdText(s.State)
 			if s.Reason != "" {
-				state += ": " + mdEscape(s.Reason)
+				state += ": " + mdText(s.Reason)
 			}
-			fmt.Fprintf(b, "| %s | %d/%d | %s | %s |\n", s.Name, s.Ready, s.Desired, state, size)
+			fmt.Fprintf(b, "| %s | %d/%d | %s | %s |\n", mdText(s.Name), s.Ready, s.Desired, state, size)
 		}
 		b.WriteString("\n")
 	}
@@ -183,33 +198,58 @@ func body(b *strings.Builder, f *Facts) {
 			if h.Port > 0 {
 				target = fmt.Sprintf("%s:%d", h.Host, h.Port)
 			}
-			fmt.Fprintf(b, "- `%s`: rule %s, %d time(s)\n", mdEscape(target), mdEscape(orDefault(h.Rule)), h.Count)
+			fmt.Fprintf(b, "- %s: rule %s, %d time(s)\n", mdCode(target), mdText(orDefault(h.Rule)), h.Count)
 		}
 		b.WriteString("\n")
 	}
 	if len(f.LeftOut) > 0 {
 		b.WriteString("**Egress rules left out** (this pull request widens what the base branch allows; the environment runs under the base branch's rules until a maintainer adds the approval label and runs the workflow again):\n\n")
 		for _, r := range f.LeftOut {
-			fmt.Fprintf(b, "- %s\n", mdEscape(r))
+			fmt.Fprintf(b, "- %s\n", mdText(r))
+		}
+		b.WriteString("\n")
+	}
+	if len(f.Ignored) > 0 {
+		b.WriteString("**Settings taken from the base branch** (a pull request does not set where and how its environment runs, its database, its reports or its limits):\n\n")
+		for _, r := range f.Ignored {
+			fmt.Fprintf(b, "- %s\n", mdText(r))
 		}
 		b.WriteString("\n")
 	}
 	var foot []string
 	if f.Commit != "" {
-		foot = append(foot, "commit `"+short(f.Commit)+"`")
+		foot = append(foot, "commit "+mdCode(short(f.Commit)))
 	}
 	if f.Namespace != "" {
-		foot = append(foot, "namespace `"+f.Namespace+"`")
+		foot = append(foot, "namespace "+mdCode(f.Namespace))
 	}
 	if f.Duration > 0 {
 		foot = append(foot, "took "+f.Duration.Round(100*time.Millisecond).String())
 	}
 	if f.RunURL != "" {
-		foot = append(foot, "[run]("+f.RunURL+")")
+		if u, ok := webURL(f.RunURL); ok {
+			foot = append(foot, "[run]("+u+")")
+		} else {
+			foot = append(foot, "run "+mdText(f.RunURL))
+		}
 	}
 	if len(foot) > 0 {
 		fmt.Fprintf(b, "<sub>%s</sub>\n", strings.Join(foot, " · "))
 	}
+}
+
+// whatToDo is a failure's "what to do": the catalogue entry's own text keeps its markdown, an
+// instance's hint before it (and anything that is not the catalogue's) is escaped.
+func whatToDo(r *failure.Report) string {
+	if e, ok := failure.Lookup(r.Code); ok && e.Do != "" {
+		if r.Do == e.Do {
+			return e.Do
+		}
+		if hint, ok := strings.CutSuffix(r.Do, " "+e.Do); ok {
+			return mdProse(hint) + " " + e.Do
+		}
+	}
+	return mdProse(r.Do)
 }
 
 // BlockedHost is one host the sidecar refused, with the rule that decided and how often.
@@ -268,20 +308,18 @@ func verdictMark(outcome gate.Outcome) string {
 	case gate.Escaped:
 		return "**escaped** ⛔"
 	}
-	return string(outcome)
-}
-
-// mdEscape keeps a value from breaking a table row or starting markup.
-func mdEscape(s string) string {
-	r := strings.NewReplacer("|", "\\|", "\n", " ", "<", "&lt;", ">", "&gt;")
-	return r.Replace(s)
+	return mdText(string(outcome))
 }
 
 func limit(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // RunURL is the workflow run's page from the Actions environment, or "".
@@ -295,4 +333,208 @@ func RunURL(getenv func(string) string) string {
 		return ""
 	}
 	return u.String()
+}
+
+// Escaping. A pull request is untrusted, and so is what its environment says (service names,
+// messages that quote the manifest, the kubelet's reasons, the sidecar's hosts and rules): each
+// value written into the markdown goes through one of these, so none can add a link, an image,
+// HTML (a fake Marker or GoneMarker among it), a mention, an issue reference, a heading, a list,
+// a code block, or a cell to a table. Values are written on one line: a newline becomes a space.
+
+// mdText escapes s as inline text, for a table cell, a list item or a sentence: markdown's
+// punctuation is backslash-escaped (| too, for tables), < > & become entities (no HTML, no
+// comment, no entity of the value's own), @ and # before a digit get a zero-width space after
+// them (GitHub links mentions and issue references in the rendered text, where a backslash or
+// an entity no longer is: @&#8203;octocat notifies nobody), "://" and "www." are broken so
+// GitHub does not autolink them, and a value that would start a block (a list, a heading, a
+// quote, a thematic break) at the start of a line starts with an escape.
+func mdText(s string) string { return escapeText(oneLine(s), true) }
+
+// mdProse escapes s like mdText but keeps s's `code spans` as code spans (their content
+// written by mdCode): messages and reasons, af's own or quoting the pull request, often name
+// a command or a field that way.
+func mdProse(s string) string {
+	s = oneLine(s)
+	var b strings.Builder
+	start := true
+	for s != "" {
+		i := strings.IndexByte(s, '`')
+		if i < 0 {
+			b.WriteString(escapeText(s, start))
+			break
+		}
+		b.WriteString(escapeText(s[:i], start))
+		start = start && i == 0
+		n := i
+		for n < len(s) && s[n] == '`' {
+			n++
+		}
+		fence := s[i:n]
+		if end := closing(s[n:], len(fence)); end >= 0 {
+			b.WriteString(mdCode(s[n : n+end]))
+			s = s[n+end+len(fence):]
+		} else {
+			b.WriteString(strings.Repeat("\\`", len(fence)))
+			s = s[n:]
+		}
+		start = false
+	}
+	return b.String()
+}
+
+// closing is where in s the first run of exactly n backticks starts, or -1.
+func closing(s string, n int) int {
+	for i := 0; i < len(s); {
+		if s[i] != '`' {
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && s[j] == '`' {
+			j++
+		}
+		if j-i == n {
+			return i
+		}
+		i = j
+	}
+	return -1
+}
+
+// mdCode writes s as a code span, whose content GitHub shows as it is (no markdown, no HTML, no
+// mention, no link): the fence is one backtick longer than the longest run inside, a space pads
+// content that starts or ends with a backtick, newlines become spaces, and "<!--" gets a
+// zero-width space after its "<" so the raw body holds no HTML comment (Marker, GoneMarker) af
+// did not write. A code span does not belong in a table cell: a | inside one splits the cell.
+func mdCode(s string) string {
+	s = strings.ReplaceAll(oneLine(s), "<!--", "<\u200b!--")
+	if s == "" {
+		return ""
+	}
+	longest, run := 0, 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", longest+1)
+	if s[0] == '`' || s[len(s)-1] == '`' || (s[0] == ' ' && s[len(s)-1] == ' ' && strings.Trim(s, " ") != "") {
+		s = " " + s + " "
+	}
+	return fence + s + fence
+}
+
+// mdLink writes a URL as a link to itself when webURL takes it, and as text (mdText) otherwise.
+func mdLink(raw string) string {
+	if u, ok := webURL(raw); ok {
+		return "[" + mdText(raw) + "](" + u + ")"
+	}
+	return mdText(raw)
+}
+
+// webURL is raw as a link destination, when it is an absolute http or https URL that parses,
+// with a host and no user information (https://github.com@evil.test), with no whitespace or
+// control characters; ok is false otherwise. Characters a destination or a table cell would
+// read as syntax are percent-encoded.
+func webURL(raw string) (string, bool) {
+	if raw == "" || strings.IndexFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return "", false
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return "", false
+	}
+	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
+		return "", false
+	}
+	var b strings.Builder
+	for _, c := range []byte(u.String()) {
+		if c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~:/?#[]@!$&*+,;=%", c) >= 0) {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String(), true
+}
+
+// oneLine puts s on one line: line breaks and tabs become spaces, other control characters
+// (bidirectional overrides among them) are dropped, and the ends are trimmed.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\r' || r == '\t' || r == '\v' || r == '\f' || r == '\u0085' || r == '\u2028' || r == '\u2029':
+			return ' '
+		case unicode.IsControl(r), r >= '\u202a' && r <= '\u202e', r >= '\u2066' && r <= '\u2069', r == utf8.RuneError:
+			return -1
+		}
+		return r
+	}, s)
+	return strings.TrimSpace(s)
+}
+
+// escapeText escapes one line of text; start says it may begin a line (or a list item).
+func escapeText(s string, start bool) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/4)
+	if start {
+		if n := leadingDigits(s); n > 0 && n < len(s) && (s[n] == '.' || s[n] == ')') {
+			// an ordered list item ("1. x"); ) is escaped below anyway
+			b.WriteString(s[:n])
+			if s[n] == '.' {
+				b.WriteString("\\")
+			}
+			s = s[n:]
+		} else if s != "" && strings.IndexByte("-+=", s[0]) >= 0 {
+			b.WriteByte('\\')
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '\\', '`', '*', '_', '~', '[', ']', '(', ')', '!', '|', '$':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '@':
+			b.WriteString("@&#8203;")
+		case '#':
+			if i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9' {
+				b.WriteString("#&#8203;")
+			} else {
+				b.WriteString("\\#")
+			}
+		case ':':
+			if strings.HasPrefix(s[i+1:], "/") {
+				b.WriteString("\\:")
+			} else {
+				b.WriteByte(c)
+			}
+		case '.':
+			if i >= 3 && strings.EqualFold(s[i-3:i], "www") {
+				b.WriteString("\\.")
+			} else {
+				b.WriteByte(c)
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func leadingDigits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }

@@ -15,20 +15,15 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/internal/testreq"
 	"github.com/antifailure/af/version"
 )
 
-// buildAF builds the real static af binary.
+// buildAF builds the real static af binary, stripped as the release's is.
 func buildAF(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "af")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../cmd/af")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return afbuild.Binary(t, afbuild.LDFlags("-s -w"))
 }
 
 type written struct {
@@ -64,7 +59,7 @@ func TestEngineImage(t *testing.T) {
 	binInfo, _ := os.Stat(bin)
 	dir := t.TempDir()
 	w := writeImage(t, bin, dir)
-	if w.Image != "antifailure/af-engine:"+version.EngineDigest {
+	if w.Image != "ghcr.io/antifailure/af-engine:"+version.EngineDigest {
 		t.Fatalf("image %q", w.Image)
 	}
 	tag, _ := name.NewTag(w.Image)

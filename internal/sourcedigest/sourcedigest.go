@@ -88,7 +88,7 @@ func GoFile(digest string) []byte {
 
 package version
 
-// EngineDigest names the engine image this build carries: antifailure/af-engine:<EngineDigest>.
+// EngineDigest names the engine image this build carries: ghcr.io/antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
 const EngineDigest = %q
 `, digest))

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/testcluster"
@@ -67,14 +67,6 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	gobuild := func(out, pkg, wd string) error {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
-		cmd.Dir, cmd.Env = wd, append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-		}
-		return nil
-	}
 	// The engine image of this tree, under the name this build deploys.
 	if err := h.ImportEngineImage(ctx, "../.."); err != nil {
 		return nil, err
@@ -84,7 +76,7 @@ func newFixture(h *testcluster.Handle) (*fixture, error) {
 		ingress: &IngressController{Namespace: "af-ingress", Labels: map[string]string{"app.kubernetes.io/name": "traefik"}}}
 	for ref, pkg := range map[string]string{fx.webImage: "./web", fx.workerImage: "./worker"} {
 		out := filepath.Join(dir, "shop-"+strings.TrimPrefix(pkg, "./"))
-		if err := gobuild(out, pkg, "../../examples/shop"); err != nil {
+		if err := afbuild.Build(ctx, "../../examples/shop", out, afbuild.Package(pkg)); err != nil {
 			return nil, err
 		}
 		if err := h.ImportBinaryImage(ctx, ref, out); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/antifailure/af/conformance"
 	"github.com/antifailure/af/conformance/verdict"
 	"github.com/antifailure/af/envid"
+	"github.com/antifailure/af/failure"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/testcluster/fakenet"
 )
@@ -294,7 +295,7 @@ func parseAttempts(log string, n int) ([]conformance.Outcome, error) {
 		seen++
 	}
 	if seen != n {
-		return nil, fmt.Errorf("%d of %d attempts reported; the log:\n%s", seen, n, lastLines(log, 20))
+		return nil, fmt.Errorf("%d of %d attempts reported; the log:\n%s", seen, n, failure.LastLines(log, 20))
 	}
 	return out, nil
 }

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,7 +181,7 @@ func (r *Runtime) Service(ctx context.Context, ref afruntime.Ref, service string
 	}
 	s, ok := t.m.Services[service]
 	if !ok {
-		return nil, failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", service, joinSorted(sortedKeys(t.m.Services)))
+		return nil, failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", service, joinSorted(slices.Sorted(maps.Keys(t.m.Services))))
 	}
 	if port == 0 {
 		port = s.Port

@@ -17,7 +17,9 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +77,7 @@ func holds(m *manifest.Manifest) map[string]string {
 func (r *Runtime) closeHolds(ctx context.Context, t *target, e *env) error {
 	addrs := map[string]string{}
 	hs := holds(t.m)
-	for _, name := range sortedKeys(hs) {
+	for _, name := range slices.Sorted(maps.Keys(hs)) {
 		svc, err := apply(ctx, t.c, t.c.cs.CoreV1().Services(t.ns), "v1", "Service", name, e.holdService(name, hs[name], false))
 		if err != nil {
 			return err

@@ -5,6 +5,8 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -39,7 +41,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 	if len(archives) > 0 {
 		r.progress(ctx).Printf("images: publishing %d to %s", len(archives), pub.Target())
 	}
-	for _, name := range sortedKeys(archives) {
+	for _, name := range slices.Sorted(maps.Keys(archives)) {
 		img, err := tarball.ImageFromPath(archives[name], nil)
 		if err != nil {
 			return proxy, failure.Newf(failure.UsageInvalid, "the image archive of %s (%s) is not a docker archive: %v", name, archives[name], err)
@@ -70,7 +72,7 @@ func (r *Runtime) publishImages(ctx context.Context, t *target, archives, refs m
 // tag cannot change what an environment runs. A reference that cannot be resolved is used as
 // written, and said.
 func (r *Runtime) pinImages(ctx context.Context, t *target, spec afruntime.Spec, refs map[string]string) {
-	for _, svc := range sortedKeys(refs) {
+	for _, svc := range slices.Sorted(maps.Keys(refs)) {
 		if spec.Archives[svc] != "" || spec.Images[svc] != "" {
 			continue // published by af, or given on the command line as it should run
 		}
@@ -112,7 +114,7 @@ func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 func imagesFor(spec afruntime.Spec) (map[string]string, error) {
 	out := map[string]string{}
 	var missing []string
-	for _, name := range sortedKeys(spec.Manifest.Services) {
+	for _, name := range slices.Sorted(maps.Keys(spec.Manifest.Services)) {
 		s := spec.Manifest.Services[name]
 		switch {
 		case spec.Images[name] != "":

@@ -6,10 +6,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
 
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
@@ -26,7 +30,7 @@ func (r *Runtime) previewURLs(ctx context.Context, t *target, e *env) (map[strin
 		return nil, nil
 	}
 	urls := map[string]string{}
-	for _, name := range sortedKeys(t.m.Services) {
+	for _, name := range slices.Sorted(maps.Keys(t.m.Services)) {
 		s := t.m.Services[name]
 		if manifest.KindOf(s) != "web" || s.Port == 0 {
 			continue
@@ -98,4 +102,29 @@ func (r *Runtime) waitURL(ctx context.Context, service, url string) error {
 			WithHint("Check that the ingress controller serves this Ingress class and that AF_INGRESS_CONTROLLER names its pods, so the environment's policy lets it in.")
 	}
 	return err
+}
+
+// ingress publishes a web service at its preview host.
+func (e *env) ingress(name string, s *manifest.Service, host string) *networkingv1.Ingress {
+	prefix := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{
+		ObjectMeta: meta(name, e.Namespace, e.labels(RoleService, name)),
+		Spec: networkingv1.IngressSpec{
+			Rules: []networkingv1.IngressRule{{
+				Host: host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+					Paths: []networkingv1.HTTPIngressPath{{
+						Path: "/", PathType: &prefix,
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+							Name: name, Port: networkingv1.ServiceBackendPort{Number: int32(s.Port)},
+						}},
+					}},
+				}},
+			}},
+		},
+	}
+	if c := e.Manifest.Runtime.IngressClass; c != "" {
+		ing.Spec.IngressClassName = &c
+	}
+	return ing
 }

@@ -9,11 +9,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -203,7 +205,7 @@ func (r *Runtime) connect(ctx context.Context, m *manifest.Manifest) (*client, e
 		}
 		if _, ok := raw.Contexts[name]; !ok {
 			return nil, failure.Newf(failure.ClusterUnreachable, "context %q (from %s) is not in the kubeconfig (%s); it has: %s",
-				name, from, kubeconfigPath(rules), strings.Join(sortedKeys(raw.Contexts), ", "))
+				name, from, kubeconfigPath(rules), strings.Join(slices.Sorted(maps.Keys(raw.Contexts)), ", "))
 		}
 		if cfg, err = cc.ClientConfig(); err != nil {
 			return nil, failure.New(failure.ClusterUnreachable, fmt.Sprintf("context %q: %v", name, err), err)

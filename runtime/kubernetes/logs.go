@@ -9,6 +9,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +31,7 @@ func (r *Runtime) Logs(ctx context.Context, ref afruntime.Ref, o afruntime.LogOp
 		return err
 	}
 	if _, ok := t.m.Services[o.Service]; !ok && len(t.m.Services) > 0 {
-		return failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", o.Service, joinSorted(sortedKeys(t.m.Services)))
+		return failure.Newf(failure.UsageInvalid, "the manifest has no service %q; it has %s", o.Service, joinSorted(slices.Sorted(maps.Keys(t.m.Services))))
 	}
 	if err := ownNamespace(ctx, t, ref); err != nil {
 		return err

@@ -2,8 +2,9 @@ package kubernetes
 
 import (
 	"fmt"
+	"maps"
 	"net"
-	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func testEnv() *env {
 	return &env{
 		ID: "shop-pr-1", Namespace: "af-env-shop-pr-1", Manifest: m,
 		Images:      map[string]string{"web": "r/web@sha256:1", "worker": "r/worker@sha256:2", "cron": "r/cron@sha256:3"},
-		EngineImage: "antifailure/af-engine:x", SidecarIP: "10.96.5.5", Domain: "cluster.local",
+		EngineImage: "ghcr.io/antifailure/af-engine:x", SidecarIP: "10.96.5.5", Domain: "cluster.local",
 		GateEnv:  map[string]string{"AF_GATE_PUBLIC_TCP": "198.51.100.10:80"},
 		Resolver: resolverRef{Addr: "10.96.0.10:53", Namespace: "kube-system", Selector: map[string]string{"k8s-app": "kube-dns"}},
 	}
@@ -89,194 +90,6 @@ func TestSidecarPortsAreTheSidecarsPorts(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
-	e := testEnv()
-	pols := map[string]*networkingv1.NetworkPolicy{}
-	var order []string
-	for _, p := range e.policies() {
-		pols[p.Name] = p
-		order = append(order, p.Name)
-	}
-	if order[0] != PolicyDenyAll || len(pols[PolicyDenyAll].Spec.PodSelector.MatchLabels) != 0 || len(pols[PolicyDenyAll].Spec.PolicyTypes) != 2 ||
-		pols[PolicyDenyAll].Spec.Ingress != nil || pols[PolicyDenyAll].Spec.Egress != nil {
-		t.Errorf("deny-all: %+v", pols[PolicyDenyAll].Spec)
-	}
-	if _, ok := pols[PolicyIngressCtl]; ok {
-		t.Errorf("an ingress-controller policy without a domain")
-	}
-	for _, p := range pols {
-		for _, r := range p.Spec.Ingress {
-			for _, peer := range r.From {
-				if peer.NamespaceSelector != nil {
-					t.Errorf("%s admits by namespace", p.Name)
-				}
-			}
-		}
-		if p.Name == PolicySidecarOut {
-			continue
-		}
-		for _, r := range p.Spec.Egress {
-			for _, peer := range r.To {
-				if peer.NamespaceSelector != nil || peer.IPBlock != nil {
-					t.Errorf("%s lets services out beyond their environment: %+v", p.Name, peer)
-				}
-			}
-		}
-	}
-	out := pols[PolicySidecarOut].Spec.Egress
-	if len(out) != 3 {
-		t.Fatalf("sidecar egress rules: %+v", out)
-	}
-	if b := out[0].To[0].IPBlock; b.CIDR != "0.0.0.0/0" || strings.Join(b.Except, ",") != "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16" {
-		t.Errorf("public egress: %+v", b)
-	}
-	if r := out[1]; r.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "kube-system" || r.To[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" || len(r.Ports) != 2 {
-		t.Errorf("resolver egress: %+v", r)
-	}
-	// The cidr allow rule opens its range, on its ports; the block rule opens nothing.
-	if r := out[2]; r.To[0].IPBlock.CIDR != "10.20.0.0/16" || len(r.Ports) != 1 || r.Ports[0].Port.IntValue() != 5432 {
-		t.Errorf("cidr egress: %+v", r)
-	}
-
-	e.IPv6 = true
-	if got := e.sidecarEgress().Spec.Egress[1].To[0].IPBlock; got == nil || got.CIDR != "::/0" || len(got.Except) != 3 {
-		t.Errorf("IPv6 egress: %+v", got)
-	}
-	e.IngressFrom = &IngressController{Namespace: "ingress", Labels: map[string]string{"app": "traefik"}}
-	var ing *networkingv1.NetworkPolicy
-	for _, p := range e.policies() {
-		if p.Name == PolicyIngressCtl {
-			ing = p
-		}
-	}
-	if ing == nil || len(ing.Spec.Ingress[0].Ports) != 1 || ing.Spec.Ingress[0].Ports[0].Port.IntValue() != 8080 || ing.Spec.PodSelector.MatchLabels["dev.antifailure.kind"] != "web" {
-		t.Errorf("ingress-controller policy: %+v", ing)
-	}
-}
-
-func TestServicePods(t *testing.T) {
-	e := testEnv()
-	for _, name := range []string{"web", "worker", "cron"} {
-		s := e.Manifest.Services[name]
-		d := e.deployment(name, s)
-		spec := d.Spec.Template.Spec
-		if *d.Spec.Replicas != int32(s.Replicas) {
-			t.Errorf("%s replicas %d", name, *d.Spec.Replicas)
-		}
-		if *spec.AutomountServiceAccountToken || spec.DNSPolicy != corev1.DNSNone || spec.DNSConfig.Nameservers[0] != "10.96.5.5" ||
-			*spec.DNSConfig.Options[0].Value != "1" || spec.DNSConfig.Searches[0] != "af-env-shop-pr-1.svc.cluster.local" {
-			t.Errorf("%s pod: token/DNS %+v", name, spec.DNSConfig)
-		}
-		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.EngineImage || spec.InitContainers[0].Args[0] != "gate" || spec.InitContainers[0].Command != nil {
-			t.Fatalf("%s: gate %+v", name, spec.InitContainers)
-		}
-		gate, app := spec.InitContainers[0], spec.Containers[0]
-		if fmt.Sprint(gate.Resources) != fmt.Sprint(app.Resources) {
-			t.Errorf("%s: gate resources %v, app %v", name, gate.Resources, app.Resources)
-		}
-		env := map[string]string{}
-		nodeFrom := ""
-		for _, v := range gate.Env {
-			env[v.Name] = v.Value
-			if v.Name == "AF_GATE_NODE" && v.ValueFrom != nil && v.ValueFrom.FieldRef != nil {
-				nodeFrom = v.ValueFrom.FieldRef.FieldPath
-			}
-		}
-		// Nothing turns IPv6 off for the gate: the link-local route looks whenever the pod has
-		// IPv6, and the node route is pointed at the pod's own node.
-		if _, set := env["AF_GATE_IPV6"]; set || env["AF_SIDECAR"] != "10.96.5.5:3128" || env["AF_GATE_PUBLIC_TCP"] != "198.51.100.10:80" || nodeFrom != "status.hostIP" {
-			t.Errorf("%s gate env %v (node from %q)", name, env, nodeFrom)
-		}
-		if sc := spec.SecurityContext; sc == nil || len(sc.Sysctls) != 1 || sc.Sysctls[0].Name != "net.ipv4.ping_group_range" || sc.Sysctls[0].Value != "65532 65532" {
-			t.Errorf("%s: the gate's group may not open an ICMP socket: %+v", name, sc)
-		}
-		env = map[string]string{}
-		for _, v := range app.Env {
-			env[v.Name] = v.Value
-		}
-		if env["HTTP_PROXY"] != "http://10.96.5.5:3128" || env["https_proxy"] != "http://10.96.5.5:3128" || !strings.Contains(env["NO_PROXY"], ",web,") || env["AF_ENVIRONMENT"] != "shop-pr-1" {
-			t.Errorf("%s app env %v", name, env)
-		}
-		for k, v := range d.Spec.Selector.MatchLabels {
-			if d.Spec.Template.Labels[k] != v {
-				t.Errorf("%s: selector %s=%s not on the template", name, k, v)
-			}
-		}
-	}
-	web := e.deployment("web", e.Manifest.Services["web"]).Spec.Template.Spec.Containers[0]
-	if web.ReadinessProbe.HTTPGet == nil || web.ReadinessProbe.HTTPGet.Path != "/healthz" {
-		t.Errorf("web readiness: %+v", web.ReadinessProbe)
-	}
-	worker := e.deployment("worker", e.Manifest.Services["worker"]).Spec.Template.Spec.Containers[0]
-	if worker.ReadinessProbe.TCPSocket == nil || worker.ReadinessProbe.TCPSocket.Port.IntValue() != 9000 {
-		t.Errorf("worker readiness: %+v", worker.ReadinessProbe)
-	}
-	cron := e.deployment("cron", e.Manifest.Services["cron"]).Spec.Template.Spec.Containers[0]
-	if cron.ReadinessProbe != nil || strings.Join(cron.Command, " ") != "/bin/sh -c run-report" || e.service("cron", e.Manifest.Services["cron"]) != nil {
-		t.Errorf("cron: %+v %v", cron.ReadinessProbe, cron.Command)
-	}
-	if got := e.service("web", e.Manifest.Services["web"]).Spec.Selector; got[LabelWorkload] != WorkloadService {
-		t.Errorf("the web Service would select the migration's pods: %v", got)
-	}
-}
-
-// TestSizes: requests and limits carry the same figures; a dimension not named is in neither
-// map; no sizes at all yields empty requirements (the Deployment sizes never existed).
-func TestSizes(t *testing.T) {
-	for _, c := range []struct {
-		in   *manifest.Resources
-		want string
-	}{
-		{nil, "requests=[] limits=[]"},
-		{&manifest.Resources{}, "requests=[] limits=[]"},
-		{&manifest.Resources{CPU: "250m"}, "requests=[cpu=250m] limits=[cpu=250m]"},
-		{&manifest.Resources{Memory: "1Gi"}, "requests=[memory=1Gi] limits=[memory=1Gi]"},
-		{&manifest.Resources{CPU: "2", Memory: "128Mi"}, "requests=[cpu=2 memory=128Mi] limits=[cpu=2 memory=128Mi]"},
-	} {
-		r := size(c.in)
-		if got := fmt.Sprintf("requests=%s limits=%s", rl(r.Requests), rl(r.Limits)); got != c.want {
-			t.Errorf("%+v: %s, want %s", c.in, got, c.want)
-		}
-		if c.in == nil || c.in.CPU == "" && c.in.Memory == "" {
-			if r.Requests != nil || r.Limits != nil {
-				t.Errorf("%+v: maps present though empty", c.in)
-			}
-		}
-	}
-}
-
-func rl(l corev1.ResourceList) string {
-	var parts []string
-	for k, q := range l {
-		parts = append(parts, string(k)+"="+q.String())
-	}
-	sort.Strings(parts)
-	return "[" + strings.Join(parts, " ") + "]"
-}
-
-func TestProbeAndMigration(t *testing.T) {
-	e := testEnv()
-	p := e.probePod()
-	if p.Labels[LabelRole] != RoleService || p.Labels[LabelWorkload] != WorkloadProbe || len(p.Spec.InitContainers) != 0 ||
-		p.Spec.Containers[0].Image != e.EngineImage || p.Spec.Containers[0].Args[0] != "probe" || p.Spec.RestartPolicy != corev1.RestartPolicyNever ||
-		*p.Spec.AutomountServiceAccountToken || p.Spec.DNSPolicy != corev1.DNSNone {
-		t.Errorf("probe pod: %+v", p)
-	}
-	j := e.migrationJob("web", e.Manifest.Services["web"])
-	spec := j.Spec.Template.Spec
-	if *j.Spec.BackoffLimit != 0 || spec.RestartPolicy != corev1.RestartPolicyNever || spec.InitContainers[0].Name != GateContainer ||
-		strings.Join(spec.Containers[0].Command, " ") != "/web migrate" || j.Labels[LabelWorkload] != WorkloadMigration {
-		t.Errorf("migration job: %+v", j)
-	}
-	if j2 := e.migrationJob("web", e.Manifest.Services["web"]); j2.Name != j.Name {
-		t.Errorf("job name not stable: %s %s", j.Name, j2.Name)
-	}
-	e.Images["web"] = "r/web@sha256:other"
-	if j3 := e.migrationJob("web", e.Manifest.Services["web"]); j3.Name == j.Name {
-		t.Errorf("a new image keeps the job name %s: the migration would not run again", j.Name)
-	}
-}
-
 func TestRepoLabel(t *testing.T) {
 	for in, want := range map[string]string{
 		"acme/shop":                     "acme.shop",
@@ -287,23 +100,6 @@ func TestRepoLabel(t *testing.T) {
 		if got := repoLabel(in); got != want {
 			t.Errorf("repoLabel(%q) = %q, want %q", in, got, want)
 		}
-	}
-}
-
-func TestHolding(t *testing.T) {
-	ns := &corev1.Namespace{
-		Spec: corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"kubernetes"}},
-		Status: corev1.NamespaceStatus{Conditions: []corev1.NamespaceCondition{
-			{Type: corev1.NamespaceFinalizersRemaining, Status: corev1.ConditionTrue, Message: "Some content in the namespace has finalizers remaining: af.test/hold in 1 resource instances"},
-			{Type: corev1.NamespaceDeletionContentFailure, Status: corev1.ConditionFalse, Message: "All content successfully deleted"},
-		}},
-	}
-	if got := holding(ns); !strings.Contains(got, "af.test/hold") || strings.Contains(got, "successfully") {
-		t.Errorf("holding: %q", got)
-	}
-	ns.Status.Conditions = nil
-	if got := holding(ns); got != ": finalizers on the namespace: kubernetes" {
-		t.Errorf("holding without conditions: %q", got)
 	}
 }
 
@@ -318,41 +114,6 @@ func TestIngress(t *testing.T) {
 	e.Manifest.Runtime.IngressClass = "nginx"
 	if c := e.ingress("web", e.Manifest.Services["web"], "h").Spec.IngressClassName; c == nil || *c != "nginx" {
 		t.Errorf("ingress class not applied: %v", c)
-	}
-}
-
-// TestCIDRRulesNeverOpenTheCluster: a cidr allow rule's ipBlock leaves out every cluster range
-// inside it, a rule the cluster's range holds whole opens nothing, and the sidecar's public
-// egress leaves out cluster addresses outside the private ranges (a node's public address).
-func TestCIDRRulesNeverOpenTheCluster(t *testing.T) {
-	e := testEnv()
-	e.Cluster = []netip.Prefix{
-		netip.MustParsePrefix("10.244.0.0/24"), // pods
-		netip.MustParsePrefix("10.244.0.1/32"), // the node, inside the pod range
-		netip.MustParsePrefix("10.96.0.0/12"),  // Services
-		netip.MustParsePrefix("198.51.100.7/32"),
-	}
-	e.Manifest.Egress.Rules = []manifest.EgressRule{
-		{CIDR: "10.0.0.0/8", Ports: []int{5432}, Mode: "allow"},
-		{CIDR: "10.244.0.0/24", Mode: "allow"}, // exactly the pod range: opens nothing
-		{CIDR: "10.20.0.0/16", Mode: "allow"},  // a database's range, clear of the cluster
-	}
-	np := e.sidecarEgress()
-	var blocks []string
-	for _, r := range np.Spec.Egress {
-		for _, p := range r.To {
-			if p.IPBlock != nil {
-				blocks = append(blocks, p.IPBlock.CIDR+" except "+strings.Join(p.IPBlock.Except, ","))
-			}
-		}
-	}
-	want := []string{
-		"0.0.0.0/0 except 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,198.51.100.7/32",
-		"10.0.0.0/8 except 10.244.0.0/24,10.96.0.0/12",
-		"10.20.0.0/16 except ",
-	}
-	if strings.Join(blocks, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("ipBlocks:\n%s\nwant:\n%s", strings.Join(blocks, "\n"), strings.Join(want, "\n"))
 	}
 }
 
@@ -378,7 +139,7 @@ func TestHolds(t *testing.T) {
 	e := testEnv()
 	hs := holds(e.Manifest)
 	want := []string{"af-hold-cron", "af-hold-web", "af-hold-web-migrate", "af-hold-worker"}
-	if got := sortedKeys(hs); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := slices.Sorted(maps.Keys(hs)); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("holds %v, want %v", got, want)
 	}
 	e.Holds = map[string]string{}

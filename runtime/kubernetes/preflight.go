@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,7 +93,7 @@ func (r *Runtime) instances(m *manifest.Manifest) []capacity.Instance {
 		{Service: "the sidecar", Size: capacity.Requests(&sc.Spec.Template.Spec), Concurrent: true},
 		{Service: "the probe", Size: capacity.Size{}},
 	}
-	for _, name := range sortedKeys(m.Services) {
+	for _, name := range slices.Sorted(maps.Keys(m.Services)) {
 		s := m.Services[name]
 		size := capacity.FromList(size(s.Resources).Requests)
 		for range max(s.Replicas, 1) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/manifest"
 )
 
 // probe runs the probe pod, reads its verdict, records it on the namespace and deletes the pod,
@@ -60,7 +61,7 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 		if cs := terminated(pod, "probe"); cs != nil {
 			reason += fmt.Sprintf(" (exit %d, %s)", cs.ExitCode, cs.Reason)
 		}
-		return nil, failure.Newf(failure.NotContained, "%s; last lines:\n%s", reason, indent(lastLines(logs, 10))).
+		return nil, failure.Newf(failure.NotContained, "%s; last lines:\n%s", reason, failure.Indent(failure.LastLines(logs, 10))).
 			WithHint("`af down` removes the namespace and its policies.")
 	}
 	r.recordProbe(ctx, t, &res)
@@ -119,5 +120,26 @@ func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) 
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationProbe: string(data)}}})
 	if _, err := t.c.cs.CoreV1().Namespaces().Patch(ctx, t.ns, "application/merge-patch+json", patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
 		r.progress(ctx).Printf("could not record the probe verdict on namespace %s: %v", t.ns, err)
+	}
+}
+
+// probePod runs `af probe` under exactly the labels and policies a service gets.
+func (e *env) probePod() *corev1.Pod {
+	s := &manifest.Service{}
+	spec := e.podSpec(ProbeName, s, nil, corev1.RestartPolicyNever, "")
+	// The probe is the gate's check run as the pod's only container: no application image,
+	// and no hold.
+	probe := e.gate(corev1.ResourceRequirements{}, "")
+	probe.Name = "probe"
+	probe.Args = []string{"probe"}
+	spec.InitContainers = nil
+	spec.Containers = []corev1.Container{probe}
+	grace := int64(1)
+	spec.TerminationGracePeriodSeconds = &grace
+	labels := e.labels(RoleService, ProbeName)
+	labels[LabelWorkload] = WorkloadProbe
+	return &corev1.Pod{
+		ObjectMeta: meta(ProbeName, e.Namespace, labels),
+		Spec:       spec,
 	}
 }

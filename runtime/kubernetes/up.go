@@ -172,37 +172,7 @@ func (r *Runtime) refuse(spec afruntime.Spec) error {
 	if len(m.Services) == 0 {
 		return failure.Newf(failure.ManifestInvalid, "the manifest has no services")
 	}
-	for _, name := range sortedKeys(m.Services) {
-		for _, d := range m.Services[name].DependsOn {
-			if _, ok := m.Services[d]; !ok {
-				return failure.Newf(failure.DependencyMissing, "service %q depends on %q, which the manifest does not define", name, d)
-			}
-			if d == name {
-				return failure.Newf(failure.DependencyCycle, "service %q depends on itself", name)
-			}
-		}
-	}
-	if cycles := manifest.Cycles(m.Services); len(cycles) > 0 {
-		var paths []string
-		for _, c := range cycles {
-			paths = append(paths, strings.Join(c, " -> "))
-		}
-		return failure.Newf(failure.DependencyCycle, "services depend on each other in a cycle: %s", strings.Join(paths, "; "))
-	}
-	return nil
-}
-
-func indent(s string) string {
-	if s == "" {
-		return "    (no output)"
-	}
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	// What the services wait for, checked as the manifest's validation checks it: a caller may
+	// build the manifest without parsing it.
+	return manifest.CheckDependencies(m.Services)
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/internal/afbuild"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/sidecar/control"
@@ -261,7 +261,7 @@ func TestUpTheExample(t *testing.T) {
 		sc, _ := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleSidecar})
 		for _, p := range sc.Items {
 			raw, _ := f.kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-			t.Logf("sidecar %s log:\n%s", p.Name, lastLines(string(raw), 40))
+			t.Logf("sidecar %s log:\n%s", p.Name, failure.LastLines(string(raw), 40))
 		}
 	}
 	if c := r["blocked-transparent"]; !strings.HasPrefix(c.out, "403 af sidecar: blocked") {
@@ -1037,16 +1037,10 @@ func TestUpPublishesArchives(t *testing.T) {
 	ref := afruntime.Ref{ID: "archive-test", Manifest: m}
 	down(t, rt, ref)
 	// af's own binary is published as the engine image too, and pods pull it by digest.
-	bin := filepath.Join(t.TempDir(), "af")
 	// Built with its own version string, so the published engine image differs from the one
 	// imported into the node: a pod pulling an image identical to a node's imported one from
 	// the registry breaks the node's copy (containerd 1.6), and later tests need that copy.
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X github.com/antifailure/af/version.Version=publish-test", "-o", bin, "../../cmd/af")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	rt.opts.PublishEngine = bin
+	rt.opts.PublishEngine = afbuild.Binary(t, afbuild.LDFlags("-X github.com/antifailure/af/version.Version=publish-test"))
 	// Credentials for the registry (it accepts any): af writes a pull secret every pod uses.
 	dockerConfig := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dockerConfig, "config.json"), []byte(`{"auths":{"`+f.h.Registry+`":{"auth":"`+base64.StdEncoding.EncodeToString([]byte("previews:s3cret"))+`"}}}`), 0o600); err != nil {
@@ -1265,6 +1259,6 @@ spec:
 		sidecarLog += string(raw)
 	}
 	if !strings.Contains(sidecarLog, "no rule opens") {
-		t.Errorf("the sidecar's log does not give the cluster range as the reason:\n%s", lastLines(sidecarLog, 30))
+		t.Errorf("the sidecar's log does not give the cluster range as the reason:\n%s", failure.LastLines(sidecarLog, 30))
 	}
 }

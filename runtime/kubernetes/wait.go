@@ -175,7 +175,7 @@ func (r *Runtime) diagnose(ctx context.Context, t *target, sel map[string]string
 			if term != nil && (cs.RestartCount >= 2 || pod.Spec.RestartPolicy == corev1.RestartPolicyNever) {
 				logs, _ := r.podLog(ctx, t, pod.Name, cs.Name, cs.State.Terminated == nil, 200)
 				d.fatal = failure.Newf(failure.ExitedDuringStart, "%s: the process exited with code %d (%s) and was restarted %d times; last lines:\n%s",
-					pod.Name, term.ExitCode, term.Reason, cs.RestartCount, indent(lastLines(logs, 10)))
+					pod.Name, term.ExitCode, term.Reason, cs.RestartCount, failure.Indent(failure.LastLines(logs, 10)))
 			} else if term != nil {
 				d.why = fmt.Sprintf("pod %s: the process exited with code %d (%s)", pod.Name, term.ExitCode, term.Reason)
 			}
@@ -321,12 +321,12 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		if cs := terminated(pod, failedGate(pod)); cs != nil && cs.ExitCode != 0 {
 			logs, _ := r.podLog(ctx, t, pod.Name, GateContainer, false, 200)
 			res, _ := gate.ParseVerdict(logs)
-			detail = fmt.Sprintf("the gate refused to start it (exit %d, %s); last lines:\n%s", cs.ExitCode, res.Verdict, indent(lastLines(logs, 10)))
+			detail = fmt.Sprintf("the gate refused to start it (exit %d, %s); last lines:\n%s", cs.ExitCode, res.Verdict, failure.Indent(failure.LastLines(logs, 10)))
 			continue
 		}
 		if cs := terminated(pod, service); cs != nil {
 			logs, _ := r.podLog(ctx, t, pod.Name, service, false, 200)
-			return failure.Newf(failure.MigrationFailed, "migration of %s (job %s) exited with code %d; last lines:\n%s", service, name, cs.ExitCode, indent(lastLines(logs, 20)))
+			return failure.Newf(failure.MigrationFailed, "migration of %s (job %s) exited with code %d; last lines:\n%s", service, name, cs.ExitCode, failure.Indent(failure.LastLines(logs, 20)))
 		}
 	}
 	return failure.Newf(failure.MigrationFailed, "migration of %s (job %s) failed: %s", service, name, detail)

@@ -26,8 +26,11 @@ type Call struct {
 type Fake struct {
 	Caps afruntime.Capabilities
 
-	UpResult     *afruntime.Result
-	UpErr        error
+	UpResult *afruntime.Result
+	UpErr    error
+	// UpBlocks makes Up wait until its context ends before it answers: a run that times out or
+	// is cancelled.
+	UpBlocks     bool
 	DownErr      error
 	StatusResult *afruntime.Status
 	StatusErr    error
@@ -62,8 +65,11 @@ func (f *Fake) Calls() []Call {
 }
 
 // Up records spec and returns UpResult (or one naming the environment) and UpErr.
-func (f *Fake) Up(_ context.Context, spec afruntime.Spec) (*afruntime.Result, error) {
+func (f *Fake) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Result, error) {
 	f.record(Call{Method: "Up", Ref: spec.Ref, Spec: spec})
+	if f.UpBlocks {
+		<-ctx.Done()
+	}
 	res := f.UpResult
 	if res == nil && f.UpErr == nil {
 		res = &afruntime.Result{Environment: spec.ID, Namespace: "fake-" + spec.ID}

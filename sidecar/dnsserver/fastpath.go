@@ -101,12 +101,6 @@ const (
 	fastForward
 )
 
-// fastAnswer answers pkt into out when it is a plain query for an external name's A record.
-func (s *Server) fastAnswer(pkt, out []byte) ([]byte, bool) {
-	resp, v, _ := s.fast(pkt, out, netip.Addr{})
-	return resp, v == fastAnswered
-}
-
 // fast answers a plain query for an external name's A record (fastAnswered), or says that a
 // query for one of the environment's own names can be relayed as it is (fastForward, with the
 // end of its question), or declines (fastNo).

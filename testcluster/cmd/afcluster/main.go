@@ -6,6 +6,7 @@
 //	afcluster down       # removes everything the cluster made; idempotent
 //	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
 //	afcluster env        # prints `export KUBECONFIG=... PATH=...`
+//	afcluster internet   # prints the fake internet's addresses as shell assignments (AF_INTERNET_*)
 //	afcluster leftovers  # lists what of a cluster is still on the machine (fails if any)
 //	afcluster import ARCHIVE            # a docker-archive tarball into the node's containerd
 //	afcluster image REF BINARY          # an image of one static binary (its entrypoint), imported
@@ -17,6 +18,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
 	"sort"
@@ -42,7 +45,7 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|leftovers|import|image|test-image")
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|internet|leftovers|import|image|test-image")
 	}
 	switch args[0] {
 	case "up", "ensure":
@@ -100,6 +103,10 @@ func run(ctx context.Context, args []string) error {
 		}
 		printEnv(h)
 		return nil
+	case "internet":
+		// The fake internet's plan, for a cluster other than this one (make k8s-conformance
+		// runs the fake internet beside k3d): no cluster needed.
+		return printInternet(os.Stdout)
 	case "leftovers":
 		left, err := testcluster.Leftovers(ctx)
 		if err != nil {
@@ -140,7 +147,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Printf("imported %s (%s)\n", args[1], args[2])
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, leftovers, import, image or test-image)", args[0])
+		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, internet, leftovers, import, image or test-image)", args[0])
 	}
 }
 
@@ -154,4 +161,32 @@ func printEnv(h *testcluster.Handle) {
 	for _, k := range keys {
 		fmt.Printf("export %s=%s\n", k, h.GateEnv()[k])
 	}
+}
+
+// printInternet writes the fake internet's addresses (testcluster.Internet) as shell
+// assignments, for eval: its range and zone, and the address of each of its hosts.
+func printInternet(w io.Writer) error {
+	in := testcluster.Internet()
+	host := func(hostport string) string {
+		h, _, err := net.SplitHostPort(hostport)
+		if err != nil {
+			return hostport
+		}
+		return h
+	}
+	vars := [][2]string{
+		{"AF_INTERNET_CIDR", in.CIDR},
+		{"AF_INTERNET_DOMAIN", in.Domain},
+		{"AF_INTERNET_PUBLIC_IP", host(in.PublicTCP)},
+		{"AF_INTERNET_RESOLVER_IP", host(in.Resolver)},
+		{"AF_INTERNET_ALLOWED_API_IP", in.AllowedAPIIP},
+		{"AF_INTERNET_BLOCKED_API_IP", in.BlockedAPIIP},
+		{"AF_INTERNET_METADATA_IP", in.MetadataIP},
+	}
+	for _, v := range vars {
+		if _, err := fmt.Fprintf(w, "%s=%s\n", v[0], v[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }

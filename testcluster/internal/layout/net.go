@@ -43,10 +43,11 @@ const (
 	// RealMetadataIP is never contacted; the guard drops anything sent to it.
 	RealMetadataIP = "169.254.169.254"
 
-	// Names the fake resolver answers.
-	PublicHost     = "public.af.test"
-	AllowedAPIHost = "allowed-api.af.test"
-	BlockedAPIHost = "blocked-api.af.test"
+	// Names the fake resolver answers, all in FakeDomain.
+	FakeDomain     = "af.test"
+	PublicHost     = "public." + FakeDomain
+	AllowedAPIHost = "allowed-api." + FakeDomain
+	BlockedAPIHost = "blocked-api." + FakeDomain
 
 	// NodeServicePort is a host-network TCP and UDP echo on NodeIP inside the NodePort
 	// range, as a host-network ingress or agent would listen: the node route's target.
@@ -64,9 +65,9 @@ const (
 // FakeHosts maps each name the fake resolver answers to its address.
 func FakeHosts() map[string]string {
 	return map[string]string{
-		PublicHost:         PublicIP,
-		AllowedAPIHost:     AllowedAPIIP,
-		BlockedAPIHost:     BlockedAPIIP,
-		"metadata.af.test": MetadataIP,
+		PublicHost:               PublicIP,
+		AllowedAPIHost:           AllowedAPIIP,
+		BlockedAPIHost:           BlockedAPIIP,
+		"metadata." + FakeDomain: MetadataIP,
 	}
 }

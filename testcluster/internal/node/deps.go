@@ -24,19 +24,6 @@ var debianPackages = []struct{ file, pkg string }{
 	{"/sbin/ip", "iproute2"},
 }
 
-// DebianPackages lists the packages EnsurePackages installs.
-func DebianPackages() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, d := range debianPackages {
-		if !seen[d.pkg] {
-			seen[d.pkg] = true
-			out = append(out, d.pkg)
-		}
-	}
-	return out
-}
-
 // EnsurePackages installs the Debian packages whose files are missing, with
 // `apt-get update` once first. Package scripts are kept from starting services
 // (a policy-rc.d that refuses, unless the machine already has one).

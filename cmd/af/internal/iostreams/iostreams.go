@@ -92,5 +92,4 @@ const (
 	Green  = "32"
 	Yellow = "33"
 	Cyan   = "36"
-	Bold   = "1"
 )

@@ -12,10 +12,10 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
+	"github.com/antifailure/af/cmd/af/internal/render"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
-	"github.com/antifailure/af/cmd/af/internal/render"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )

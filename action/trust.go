@@ -1,0 +1,84 @@
+package action
+
+// A pull request is untrusted input: its af.yaml is held to the base branch's (package trust)
+// before anything reads it, and the secrets a database URL may come from are the ones the
+// workflow hands over for that purpose.
+
+import (
+	"context"
+	"strings"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/manifest/trust"
+)
+
+// SecretPrefix starts the name of every variable database.url_from may name under the action:
+// the workflow sets it for that purpose (env: PREVIEW_DATABASE_URL: ${{ secrets.… }}). af's,
+// GitHub's, the runner's and the inputs' variables never start with it, so none of them can be
+// read into a service.
+const SecretPrefix = "PREVIEW_"
+
+// fromPullRequest says whether the manifest is a pull request's, to be held to the base
+// branch's: a dispatch is a maintainer's run and takes the manifest as it is.
+func (r *run) fromPullRequest() bool {
+	return r.ev.PullRequest > 0 && r.ev.Name != "workflow_dispatch"
+}
+
+// trust holds the pull request's manifest to the base branch's: base-only fields the base
+// branch's, sizes within its limits. Each value left out is a warning and a line of the
+// comment.
+func (r *run) trust(ctx context.Context) {
+	if !r.fromPullRequest() {
+		return
+	}
+	r.base = r.readBase(ctx)
+	var ignored []trust.Ignored
+	r.man, ignored = trust.Apply(r.base, r.man)
+	for _, i := range ignored {
+		r.gha.Warningf("%s: %s", r.in.Manifest, i)
+		r.ignored = append(r.ignored, i.String())
+	}
+}
+
+// readBase reads the base branch's manifest: nil when it has none, when it cannot be read or
+// is invalid, each said in the log (the defaults then rule: no domain, no database, no
+// egress).
+func (r *run) readBase(ctx context.Context) *manifest.Manifest {
+	if r.ev.BaseSHA == "" {
+		r.gha.Warningf("the event names no base commit, so the base branch's %s is not read and its defaults rule this pull request", r.in.Manifest)
+		return nil
+	}
+	b, ok, err := r.rep.File(ctx, r.in.Manifest, r.ev.BaseSHA)
+	switch {
+	case err != nil:
+		r.gha.Warningf("the base branch's %s could not be read, so its defaults rule this pull request (no domain, no database, no egress): %s", r.in.Manifest, failure.Ensure(err).Error())
+		return nil
+	case !ok:
+		r.logf("the base branch has no %s: its defaults rule this pull request (no domain, no database, no egress)", r.in.Manifest)
+		return nil
+	}
+	res := manifest.Parse(b)
+	if !res.Valid() {
+		r.gha.Warningf("the base branch's %s is not valid, so its defaults rule this pull request: %s", r.in.Manifest, res.Err(r.in.Manifest))
+		return nil
+	}
+	return res.Manifest
+}
+
+// checkURLFrom refuses a database.url_from that names a variable not handed over for it.
+func (r *run) checkURLFrom() error {
+	if r.man.Database == nil || r.man.Database.URLFrom == "" || strings.HasPrefix(r.man.Database.URLFrom, SecretPrefix) {
+		return nil
+	}
+	return failure.Newf(failure.ManifestInvalid, "database.url_from names %s: under the action it may name only a variable whose name starts with %s, which the workflow sets for it (env: %sDATABASE_URL: ${{ secrets.DATABASE_URL }}); af's, GitHub's, the runner's and the inputs' variables are never read into a service",
+		r.man.Database.URLFrom, SecretPrefix, SecretPrefix)
+}
+
+// secretEnv is the environment a database URL may be read from: only SecretPrefix variables.
+func (r *run) secretEnv(name string) string {
+	if !strings.HasPrefix(name, SecretPrefix) {
+		return ""
+	}
+	return r.d.Getenv(name)
+}

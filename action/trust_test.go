@@ -1,0 +1,200 @@
+package action_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/runtime/runtimetest"
+)
+
+// The base branch's af.yaml: the operator's settings.
+var baseShop = strings.Replace(shop, "  provider: kubernetes\n", `  provider: kubernetes
+  domain: preview.acme.test
+  registry: registry.acme.test/previews
+  namespace_prefix: af-env-
+  ttl: 72h
+`, 1) + `database:
+  provider: url
+  url_from: PREVIEW_DATABASE_URL
+limits:
+  replicas: 2
+  cpu: 500m
+  memory: 512Mi
+`
+
+var baseSHA = strings.Repeat("b", 40)
+
+// upSpec runs the action for pull request 7 with prText in the workspace and baseShop on the
+// base branch, and returns the one Up call's spec holder.
+func runPR(t *testing.T, prText string, tune func(j *job)) (*job, runtimetest.Call, string) {
+	t.Helper()
+	gh := githubtest.New(t, token)
+	gh.SetFile(baseSHA, "af.yaml", baseShop)
+	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-7")}
+	j := newJob(t, gh, rt, prText)
+	if tune != nil {
+		tune(j)
+	}
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 7, sha1, false))
+	o, log := j.run()
+	var up runtimetest.Call
+	for _, c := range rt.Calls() {
+		if c.Method == "Up" {
+			up = c
+		}
+	}
+	if o.Err != nil {
+		return j, up, log + "\nERR " + o.Err.Error()
+	}
+	return j, up, log
+}
+
+// A pull request's af.yaml cannot move the operator's settings: each base-only field it
+// changes runs as the base branch has it, is warned of by name, and the comment lists it;
+// sizes above the base branch's limits run at the limit.
+func TestPullRequestCannotSetOperatorSettings(t *testing.T) {
+	pr := strings.Replace(baseShop, "domain: preview.acme.test", "domain: prod.acme.test", 1)
+	pr = strings.Replace(pr, "registry: registry.acme.test/previews", "registry: 127.0.0.1:9/steal", 1)
+	pr = strings.Replace(pr, "namespace_prefix: af-env-", "namespace_prefix: kube-", 1)
+	pr = strings.Replace(pr, "ttl: 72h", "ttl: 90d", 1)
+	pr = strings.Replace(pr, "fork_policy: label", "fork_policy: always", 1)
+	pr = strings.Replace(pr, "url_from: PREVIEW_DATABASE_URL", "url_from: INPUT_TOKEN", 1)
+	pr = strings.Replace(pr, "  replicas: 2\n  cpu: 500m", "  replicas: 20\n  cpu: \"64\"", 1)
+	pr = strings.Replace(pr, "    port: 8080\n", "    port: 8080\n    replicas: 20\n    resources: {cpu: \"64\", memory: 256Gi}\n", 1)
+	j, up, log := runPR(t, pr, nil)
+	if up.Method == "" {
+		t.Fatalf("the environment was not brought up:\n%s", log)
+	}
+	m := up.Spec.Manifest
+	if m.Runtime.Domain != "preview.acme.test" || m.Runtime.Registry != "registry.acme.test/previews" || m.Runtime.NamespacePrefix != "af-env-" ||
+		m.Runtime.TTL != "72h" || m.GitHub.ForkPolicy != "label" || m.Database.URLFrom != "PREVIEW_DATABASE_URL" || m.Limits.Replicas != 2 {
+		t.Fatalf("ran with the pull request's settings: runtime %+v github %+v database %+v limits %+v", m.Runtime, m.GitHub, m.Database, m.Limits)
+	}
+	web := m.Services["web"]
+	if web.Replicas != 2 || web.Resources.CPU != "500m" || web.Resources.Memory != "512Mi" {
+		t.Fatalf("web runs %d × %s/%s, want the base branch's limits 2 × 500m/512Mi", web.Replicas, web.Resources.CPU, web.Resources.Memory)
+	}
+	fields := []string{"runtime.domain", "runtime.registry", "runtime.namespace_prefix", "runtime.ttl", "github.fork_policy", "database", "limits.replicas", "limits.cpu",
+		"services.web.replicas", "services.web.resources.cpu", "services.web.resources.memory"}
+	body := strings.ReplaceAll(j.gh.Comments(7)[0].Body, "\\", "") // markdown escapes read away
+	for _, f := range fields {
+		if !strings.Contains(log, "::warning::af.yaml: "+f+": ") {
+			t.Errorf("no warning names %s:\n%s", f, log)
+		}
+		if !strings.Contains(body, f) {
+			t.Errorf("the comment does not list %s:\n%s", f, body)
+		}
+	}
+}
+
+// database.url_from can never read af's, GitHub's, the runner's or an input's variable into a
+// service: from the pull request it is ignored (the base branch's runs), and from the base
+// branch it is refused. The secret's value appears nowhere.
+func TestURLFromNeverReadsAfsSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"INPUT_KUBECONFIG":      "", // the kubeconfig input itself
+		"INPUT_TOKEN":           token,
+		"GITHUB_TOKEN":          "ghs_githubtoken-s3cret",
+		"ACTIONS_RUNTIME_TOKEN": "actions-runtime-s3cret",
+		"AF_REGISTRY_PASSWORD":  "registry-s3cret",
+	}
+	tune := func(j *job) {
+		j.env["GITHUB_TOKEN"], j.env["ACTIONS_RUNTIME_TOKEN"] = secrets["GITHUB_TOKEN"], secrets["ACTIONS_RUNTIME_TOKEN"]
+		j.env["PREVIEW_DATABASE_URL"] = "postgres://preview@db.acme.test/shop"
+		j.inputs["registry"], j.inputs["registry-username"], j.inputs["registry-password"] = "registry.acme.test/previews", "ci", secrets["AF_REGISTRY_PASSWORD"]
+	}
+	for name := range secrets {
+		values := []string{secrets[name], "kubetoken-s3cret-value"}
+		if name == "INPUT_KUBECONFIG" {
+			values = values[1:]
+		}
+		noLeak := func(t *testing.T, j *job, log string) {
+			t.Helper()
+			var written []string
+			for _, c := range j.gh.Comments(7) {
+				written = append(written, c.Body)
+			}
+			for _, c := range j.gh.CheckRuns() {
+				written = append(written, c.Title, c.Summary, c.Text)
+			}
+			// The log's ::add-mask:: commands are how the runner learns to hide each value.
+			var lines []string
+			for _, l := range strings.Split(log, "\n") {
+				if !strings.HasPrefix(l, "::add-mask::") {
+					lines = append(lines, l)
+				}
+			}
+			all := strings.Join(append(written, strings.Join(lines, "\n"), j.summary, j.output), "\n")
+			for _, v := range values {
+				if strings.Contains(all, v) {
+					t.Errorf("%s's value %q appears in the log or the report", name, v)
+				}
+			}
+		}
+		t.Run("pull request names "+name, func(t *testing.T) {
+			pr := strings.Replace(baseShop, "url_from: PREVIEW_DATABASE_URL", "url_from: "+name, 1)
+			j, up, log := runPR(t, pr, tune)
+			if up.Method == "" {
+				t.Fatalf("not brought up:\n%s", log)
+			}
+			if got := up.Spec.Manifest.Database.URLFrom; got != "PREVIEW_DATABASE_URL" {
+				t.Fatalf("url_from %s ran", got)
+			}
+			if got := up.Spec.Getenv(name); got != "" {
+				t.Fatalf("the runtime can read %s: %q", name, got)
+			}
+			if got := up.Spec.Getenv("PREVIEW_DATABASE_URL"); got != "postgres://preview@db.acme.test/shop" {
+				t.Fatalf("the runtime reads PREVIEW_DATABASE_URL as %q", got)
+			}
+			noLeak(t, j, log)
+		})
+		t.Run("base branch names "+name, func(t *testing.T) {
+			gh := githubtest.New(t, token)
+			text := strings.Replace(baseShop, "url_from: PREVIEW_DATABASE_URL", "url_from: "+name, 1)
+			gh.SetFile(baseSHA, "af.yaml", text)
+			rt := &runtimetest.Fake{UpResult: upResult("shop-pr-7")}
+			j := newJob(t, gh, rt, text)
+			tune(j)
+			j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 7, sha1, false))
+			o, log := j.run()
+			if !errors.Is(o.Err, failure.ManifestInvalid) || !strings.Contains(o.Err.Error(), "PREVIEW_") {
+				t.Fatalf("err %v, want the url_from refused\n%s", o.Err, log)
+			}
+			for _, c := range rt.Calls() {
+				if c.Method == "Up" {
+					t.Fatal("the environment was brought up")
+				}
+			}
+			if c := gh.CheckRuns(); len(c) != 1 || c[0].Conclusion != "failure" {
+				t.Fatalf("check runs %+v, want the refusal reported", c)
+			}
+			noLeak(t, j, log)
+		})
+	}
+}
+
+// Registry credentials go only to the registry input's host: a pull request's runtime.registry
+// never decides where they are sent, and credentials without the input are refused.
+func TestRegistryCredentialsOnlyToTheInputRegistry(t *testing.T) {
+	pr := strings.Replace(baseShop, "registry: registry.acme.test/previews", "registry: 127.0.0.1:9/steal", 1)
+	_, up, log := runPR(t, pr, func(j *job) {
+		j.inputs["registry"], j.inputs["registry-username"], j.inputs["registry-password"] = "ghcr.io/acme/previews", "ci", "registry-s3cret"
+	})
+	if up.Method == "" || up.Spec.Manifest.Runtime.Registry != "ghcr.io/acme/previews" {
+		t.Fatalf("registry %q, want the input's\n%s", up.Spec.Manifest.Runtime.Registry, log)
+	}
+	_, up, log = runPR(t, pr, func(j *job) {
+		j.inputs["registry-username"], j.inputs["registry-password"] = "ci", "registry-s3cret"
+	})
+	if up.Method != "" || !strings.Contains(log, "AF-GH-001") || !strings.Contains(log, "registry") {
+		t.Fatalf("credentials without the registry input were not refused:\n%s", log)
+	}
+	_, up, log = runPR(t, pr, nil)
+	if up.Method == "" || up.Spec.Manifest.Runtime.Registry != "registry.acme.test/previews" {
+		t.Fatalf("registry %q, want the base branch's\n%s", fmt.Sprint(up.Spec.Manifest.Runtime.Registry), log)
+	}
+}
