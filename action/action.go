@@ -73,6 +73,8 @@ type run struct {
 	// request's manifest the trust rules left out (package trust).
 	base    *manifest.Manifest
 	ignored []string
+	// tars are the services' images the build run's artifact holds.
+	tars map[string]string
 	// blocked is what the sidecar refused while the environment started (its migrations and
 	// services' first calls), for the comment.
 	blocked []report.BlockedHost
@@ -114,7 +116,7 @@ func (r *run) main(ctx context.Context) error {
 	r.mask()
 	// A fork's pull_request run has a read-only token and no secrets: it says so where it can be
 	// read and touches nothing, before any input (the kubeconfig among them) is required.
-	if ev, err := ReadEvent(r.d.Getenv, 0); err == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" {
+	if ev, err := ReadEvent(r.d.Getenv, 0); err == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" && r.gha.GetInput("command") != "build" {
 		f := &report.Facts{State: report.Skipped, PullRequest: ev.PullRequest, Commit: ev.HeadSHA,
 			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing ran. With `fork_policy: label` a maintainer approves it by adding the label; the `pull_request_target` workflow then runs it."}
 		r.summary(f)
@@ -133,8 +135,19 @@ func (r *run) main(ctx context.Context) error {
 	if r.ev.Name == "workflow_dispatch" && r.ev.PullRequest == 0 && r.in.Environment == "" {
 		return failure.Newf(failure.ActionInputInvalid, "input pr-number: workflow_dispatch needs pr-number or environment to name the environment")
 	}
+	if r.in.Command == "build" {
+		return r.buildArtifact(ctx)
+	}
 	if err := r.connect(); err != nil {
 		return err
+	}
+	if r.in.Artifact != "" && r.in.Command == "up" {
+		if r.tars, err = r.deployable(ctx); err != nil {
+			if errors.Is(err, failure.ForkNotApproved) {
+				r.summary(&report.Facts{State: report.Skipped, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, Reason: failure.Ensure(err).Detail + "."})
+			}
+			return err
+		}
 	}
 	if err := r.loadManifest(); err != nil {
 		r.prReport().invalid(ctx, err)
@@ -166,7 +179,10 @@ func (r *run) up(ctx context.Context) error {
 	pr := r.prReport()
 	leftOut, err := r.approval(ctx)
 	if errors.Is(err, failure.ForkNotApproved) {
-		facts.State, facts.Reason = report.Skipped, failure.Ensure(err).Detail+". A maintainer who has read the change adds the approval label; each new push needs it again."
+		facts.State, facts.Reason = report.Skipped, failure.Ensure(err).Detail+"."
+		if r.ev.Name != "workflow_run" {
+			facts.Reason += " A maintainer who has read the change adds the approval label; each new push needs it again."
+		}
 		pr.skipped(ctx, facts)
 		r.summary(facts)
 		return err

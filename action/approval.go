@@ -29,8 +29,21 @@ func (r *run) approval(ctx context.Context) ([]string, error) {
 		case "never":
 			return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork and github.fork_policy is never", r.ev.PullRequest)
 		case "label":
+			if r.ev.Name == "workflow_run" {
+				// The fork path (artifact.go): a maintainer approves the very commit.
+				who, ok, err := r.approvedCommit(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork and nobody with write access approved its head commit %s: a maintainer who has read the change comments `/af approve %s`", r.ev.PullRequest, r.ev.HeadSHA, r.ev.HeadSHA)
+				}
+				r.logf("commit %s of pull request #%d approved by %s (%s)", r.ev.HeadSHA, r.ev.PullRequest, who.Login, who.URL)
+				approved = true
+				break
+			}
 			if r.ev.Name != "pull_request_target" {
-				return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork: fork_policy label runs it only under pull_request_target", r.ev.PullRequest)
+				return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork: fork_policy label runs it only under pull_request_target or, built by its own run, under workflow_run", r.ev.PullRequest)
 			}
 			if r.ev.Action == "synchronize" {
 				// A new commit needs a new approval.

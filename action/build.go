@@ -27,8 +27,14 @@ func (r *run) images(ctx context.Context) (map[string]string, map[string]string,
 		imgs[k] = v
 	}
 	tars := map[string]string{}
-	if !needsBuild(r.man, imgs) {
+	for k, v := range r.tars { // the artifact's
+		tars[k] = v
+	}
+	if !needsBuild(r.man, imgs, tars) {
 		return imgs, tars, nil
+	}
+	if r.in.Artifact != "" {
+		return nil, nil, failure.Newf(failure.ActionInputInvalid, "input artifact: it holds no image for every service built from source; the deploy job never builds a pull request's code (the build run does)")
 	}
 	d, err := settings.Docker(r.getenv, r.logf)
 	if err != nil {
@@ -50,9 +56,9 @@ func (r *run) images(ctx context.Context) (map[string]string, map[string]string,
 	return imgs, tars, nil
 }
 
-func needsBuild(m *manifest.Manifest, imgs map[string]string) bool {
+func needsBuild(m *manifest.Manifest, imgs, tars map[string]string) bool {
 	for name, s := range m.Services {
-		if s.Build != nil && imgs[name] == "" {
+		if s.Build != nil && imgs[name] == "" && tars[name] == "" {
 			return true
 		}
 	}

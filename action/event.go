@@ -10,7 +10,7 @@ import (
 
 // Event is what the action takes from the workflow's event.
 type Event struct {
-	Name   string // pull_request, pull_request_target, workflow_dispatch
+	Name   string // pull_request, pull_request_target, workflow_run, workflow_dispatch
 	Action string // opened, synchronize, reopened, labeled, closed, ...
 	// PullRequest is the number, 0 without one (a dispatch naming an environment).
 	PullRequest int
@@ -23,11 +23,39 @@ type Event struct {
 	Labels []string
 	// Merged and the closing reason, for down.
 	Merged bool
+	// Run is the workflow run a workflow_run event is about (the unprivileged build's), with
+	// the event that started it and how it ended.
+	Run *WorkflowRun
+}
+
+// WorkflowRun is the run a workflow_run event reports: for af, the unprivileged build of a
+// pull request, whose artifact the deploy job takes.
+type WorkflowRun struct {
+	ID         int64
+	Event      string // the event that started it: pull_request
+	Conclusion string // success, failure, ...
+	// HeadRepository is where the built code came from (a fork's full name).
+	HeadRepository string
 }
 
 type payload struct {
 	Action      string `json:"action"`
-	Number      int    `json:"number"`
+	WorkflowRun *struct {
+		ID             int64  `json:"id"`
+		Event          string `json:"event"`
+		Conclusion     string `json:"conclusion"`
+		HeadSHA        string `json:"head_sha"`
+		HeadRepository *struct {
+			FullName string `json:"full_name"`
+		} `json:"head_repository"`
+		Repository struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+		PullRequests []struct {
+			Number int `json:"number"`
+		} `json:"pull_requests"`
+	} `json:"workflow_run"`
+	Number      int `json:"number"`
 	PullRequest *struct {
 		Number int  `json:"number"`
 		Merged bool `json:"merged"`
@@ -55,7 +83,7 @@ type payload struct {
 func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	ev := Event{Name: getenv("GITHUB_EVENT_NAME")}
 	switch ev.Name {
-	case "pull_request", "pull_request_target":
+	case "pull_request", "pull_request_target", "workflow_run":
 	case "workflow_dispatch":
 		ev.PullRequest, ev.HeadSHA, ev.BaseRef = dispatchPR, getenv("GITHUB_SHA"), strings.TrimPrefix(getenv("GITHUB_REF"), "refs/heads/")
 		return ev, nil
@@ -70,6 +98,9 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 		return ev, failure.New(failure.EventUnsupported, "reading the event payload (GITHUB_EVENT_PATH "+path+")", err)
 	}
 	var p payload
+	if ev.Name == "workflow_run" {
+		return workflowRun(ev, b)
+	}
 	if err := json.Unmarshal(b, &p); err != nil || p.PullRequest == nil {
 		if err == nil {
 			err = errNoPR
@@ -89,6 +120,36 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	}
 	if ev.HeadSHA == "" || ev.PullRequest < 1 {
 		return ev, failure.Newf(failure.EventUnsupported, "the %s payload has no pull request number or head commit", ev.Name)
+	}
+	return ev, nil
+}
+
+// workflowRun reads a workflow_run event. The pull request's number is in the payload only for
+// a pull request from the same repository (GitHub leaves pull_requests empty for a fork's): the
+// artifact names it, and the action checks it against GitHub before it deploys anything.
+func workflowRun(ev Event, b []byte) (Event, error) {
+	var p payload
+	if err := json.Unmarshal(b, &p); err != nil || p.WorkflowRun == nil {
+		if err == nil {
+			err = eventError("no workflow_run object")
+		}
+		return ev, failure.New(failure.EventUnsupported, "the workflow_run payload has no run", err)
+	}
+	wr := p.WorkflowRun
+	ev.Action, ev.HeadSHA = p.Action, wr.HeadSHA
+	ev.Run = &WorkflowRun{ID: wr.ID, Event: wr.Event, Conclusion: wr.Conclusion}
+	if wr.HeadRepository != nil {
+		ev.Run.HeadRepository = wr.HeadRepository.FullName
+	}
+	ev.Fork = wr.HeadRepository == nil || !strings.EqualFold(wr.HeadRepository.FullName, wr.Repository.FullName)
+	if len(wr.PullRequests) == 1 {
+		ev.PullRequest = wr.PullRequests[0].Number
+	}
+	if ev.HeadSHA == "" {
+		return ev, failure.Newf(failure.EventUnsupported, "the workflow_run payload has no head commit")
+	}
+	if wr.Event != "pull_request" {
+		return ev, failure.Newf(failure.EventUnsupported, "the workflow run was started by %s; af deploys the artifact of a pull_request run only", wr.Event)
 	}
 	return ev, nil
 }

@@ -30,11 +30,14 @@ type Inputs struct {
 	Environment      string
 	Images           map[string]string
 	Timeout          time.Duration
+	// Artifact is the directory of the unprivileged build's artifact: where command build
+	// writes it, and what command up deploys from under workflow_run.
+	Artifact string
 }
 
 // InputNames are every input action.yml declares, in its order (a test keeps them equal).
 var InputNames = []string{"command", "manifest", "kubeconfig", "context", "registry", "registry-username",
-	"registry-password", "token", "pr-number", "environment", "images", "timeout"}
+	"registry-password", "token", "pr-number", "environment", "images", "timeout", "artifact"}
 
 func invalid(input, format string, args ...any) error {
 	return failure.Newf(failure.ActionInputInvalid, "input %s: %s", input, fmt.Sprintf(format, args...))
@@ -44,20 +47,30 @@ func invalid(input, format string, args ...any) error {
 func ReadInputs(get func(name string) string) (Inputs, error) {
 	in := Inputs{Command: get("command"), Manifest: get("manifest"), Kubeconfig: get("kubeconfig"), Context: get("context"),
 		Registry: get("registry"), RegistryUsername: get("registry-username"), RegistryPassword: get("registry-password"),
-		Token: get("token"), Environment: get("environment")}
+		Token: get("token"), Environment: get("environment"), Artifact: get("artifact")}
 	if in.Command == "" {
 		in.Command = "up"
 	}
 	switch in.Command {
-	case "up", "down", "status":
+	case "up", "down", "status", "build":
 	default:
-		return in, invalid("command", "%q is not one of up, down, status", in.Command)
+		return in, invalid("command", "%q is not one of up, down, status, build", in.Command)
 	}
 	if in.Manifest == "" {
 		in.Manifest = "af.yaml"
 	}
 	if path.IsAbs(in.Manifest) || strings.HasPrefix(path.Clean(in.Manifest), "..") {
 		return in, invalid("manifest", "%q must be a path inside the repository (relative, no ..)", in.Manifest)
+	}
+	if in.Artifact == "" && in.Command == "build" {
+		in.Artifact = "af-artifact"
+	}
+	if in.Artifact != "" && (path.IsAbs(in.Artifact) || strings.HasPrefix(path.Clean(in.Artifact), "..")) {
+		return in, invalid("artifact", "%q must be a directory inside the workspace (relative, no ..)", in.Artifact)
+	}
+	if in.Command == "build" {
+		// The unprivileged build holds no secret: it needs neither the kubeconfig nor a token.
+		return in, readImages(get, &in)
 	}
 	if in.Kubeconfig == "" {
 		return in, invalid("kubeconfig", "is empty: pass the kubeconfig's content from a secret (kubeconfig: ${{ secrets.KUBECONFIG }})")
@@ -71,7 +84,7 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 	if in.Token == "" {
 		return in, invalid("token", "is empty: leave its default (${{ github.token }}) or pass a token with pull-requests, issues, checks and deployments write")
 	}
-	if (in.RegistryUsername != "" || in.RegistryPassword != "") && in.Registry == "" {
+	if in.RegistryPassword != "" && in.Registry == "" {
 		return in, invalid("registry-password", "registry credentials go only to the registry the workflow names: set the registry input too (a pull request's af.yaml never decides where they are sent)")
 	}
 	if s := get("pr-number"); s != "" {
@@ -80,6 +93,19 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 			return in, invalid("pr-number", "%q is not a pull request number", s)
 		}
 		in.PRNumber = n
+	}
+	return in, readImages(get, &in)
+}
+
+// readImages reads the images input, and the timeout.
+func readImages(get func(name string) string, in *Inputs) error {
+	in.Timeout = 30 * time.Minute
+	if s := get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return invalid("timeout", "%q is not a duration such as 20m", s)
+		}
+		in.Timeout = d
 	}
 	in.Images = map[string]string{}
 	for i, line := range strings.Split(get("images"), "\n") {
@@ -90,22 +116,14 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 		k, v, ok := strings.Cut(line, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" || v == "" {
-			return in, invalid("images", "line %d %q: write SERVICE=REF, one per line", i+1, line)
+			return invalid("images", "line %d %q: write SERVICE=REF, one per line", i+1, line)
 		}
 		if _, dup := in.Images[k]; dup {
-			return in, invalid("images", "names service %s twice", k)
+			return invalid("images", "names service %s twice", k)
 		}
 		in.Images[k] = v
 	}
-	in.Timeout = 30 * time.Minute
-	if s := get("timeout"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return in, invalid("timeout", "%q is not a duration such as 20m", s)
-		}
-		in.Timeout = d
-	}
-	return in, nil
+	return nil
 }
 
 // fileRefs returns the kubeconfig keys that name files instead of holding the data.

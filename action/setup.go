@@ -6,7 +6,6 @@ package action
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/antifailure/af/envid"
@@ -61,8 +60,7 @@ func (r *run) workspace() string {
 }
 
 func (r *run) loadManifest() error {
-	path := filepath.Join(r.workspace(), r.in.Manifest)
-	res, err := manifest.Load(path, nil)
+	res, err := manifest.Load(r.manifestPath(), nil)
 	if err != nil {
 		return err
 	}

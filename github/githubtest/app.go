@@ -156,6 +156,17 @@ func (s *Server) handleMore(rq *request, key, base string) (int, any, bool) {
 		}
 		ex := example(rq, http.StatusOK)
 		return http.StatusOK, overlay(ex, map[string]any{"id": s.app.installation, "app_id": s.app.id, "app_slug": s.app.slug, "account": nil}), true
+	case "GET /repos/{owner}/{repo}/collaborators/{username}/permission":
+		perm := s.perms[strings.ToLower(rq.params["username"])]
+		if perm == "" {
+			perm = "read"
+		}
+		role := perm
+		if perm == "none" {
+			role = "read"
+		}
+		ex := example(rq, http.StatusOK)
+		return http.StatusOK, overlay(ex, map[string]any{"permission": perm, "role_name": role, "user": map[string]any{"login": rq.params["username"], "role_name": role}}), true
 	case "GET /repos/{owner}/{repo}/pulls":
 		state := rq.query.Get("state")
 		if state == "" {

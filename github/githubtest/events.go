@@ -252,3 +252,32 @@ func PullRequestEvent(t testing.TB, action, repo string, n int, sha string, fork
 	pr["labels"] = ls
 	return ValidateEvent(t, "pull_request", action, ev)
 }
+
+// WorkflowRunEvent returns a validated workflow_run completed payload for repo (OWNER/NAME):
+// the run id of a pull_request run at head commit sha that ended with conclusion, from the fork
+// headRepo (repo itself for a branch of the repository). GitHub lists no pull request in the
+// payload for a fork's run; for a branch it lists number n.
+func WorkflowRunEvent(t testing.TB, repo string, id int64, n int, sha, headRepo, conclusion string) []byte {
+	t.Helper()
+	ev := Event(t, "workflow_run", "completed")
+	_, name, _ := strings.Cut(repo, "/")
+	if r, ok := ev["repository"].(map[string]any); ok {
+		r["full_name"], r["name"] = repo, name
+	}
+	wr, _ := ev["workflow_run"].(map[string]any)
+	wr["id"], wr["event"], wr["conclusion"], wr["status"], wr["head_sha"] = id, "pull_request", conclusion, "completed", sha
+	if r, ok := wr["repository"].(map[string]any); ok {
+		r["full_name"], r["name"] = repo, name
+	}
+	if r, ok := wr["head_repository"].(map[string]any); ok {
+		r["full_name"] = headRepo
+	}
+	prs := []any{}
+	if headRepo == repo {
+		prs = append(prs, map[string]any{"number": n, "id": 1, "url": "https://api.github.com/repos/" + repo + "/pulls/" + fmt.Sprint(n),
+			"head": map[string]any{"ref": "feature", "sha": sha, "repo": map[string]any{"id": 1, "name": name, "url": "https://api.github.com/repos/" + repo}},
+			"base": map[string]any{"ref": "main", "sha": strings.Repeat("b", 40), "repo": map[string]any{"id": 1, "name": name, "url": "https://api.github.com/repos/" + repo}}})
+	}
+	wr["pull_requests"] = prs
+	return ValidateEvent(t, "workflow_run", "completed", ev)
+}

@@ -100,6 +100,7 @@ type Server struct {
 	labels      map[int][]string
 	files       map[string]string
 	pulls       map[int]map[string]any
+	perms       map[string]string
 	used        int // requests answered or limited, for X-RateLimit-Remaining
 	calls       []Call
 	refusals    []string
@@ -274,6 +275,25 @@ func (s *Server) SetPull(n int, state, headSHA string, merged bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pulls[n] = map[string]any{"state": state, "sha": headSHA, "merged": merged}
+}
+
+// SetPullHead records where pull request n's head comes from (a fork's full name) and its base
+// commit; SetPull must have recorded it first.
+func (s *Server) SetPullHead(n int, headRepo, baseSHA string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pulls[n]["head_repo"], s.pulls[n]["base_sha"] = headRepo, baseSHA
+}
+
+// SetPermission records login's permission on the repository: admin, maintain, write, triage,
+// read or none (the default: read).
+func (s *Server) SetPermission(login, permission string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perms == nil {
+		s.perms = map[string]string{}
+	}
+	s.perms[strings.ToLower(login)] = permission
 }
 
 // request is one request being answered.
@@ -714,9 +734,17 @@ func (s *Server) handle(rq *request) (int, any) {
 			return http.StatusNotFound, map[string]any{"message": "Not Found"}
 		}
 		ex := example(rq, http.StatusOK)
-		// requested_teams: the published example's teams predate the description's required type.
-		return http.StatusOK, overlay(ex, map[string]any{"number": n, "state": p["state"], "merged": p["merged"],
-			"head": map[string]any{"sha": p["sha"]}, "requested_teams": []any{}})
+		head := map[string]any{"sha": p["sha"]}
+		if r, ok := p["head_repo"].(string); ok {
+			head["repo"] = map[string]any{"full_name": r}
+		}
+		out := map[string]any{"number": n, "state": p["state"], "merged": p["merged"], "head": head,
+			// requested_teams: the published example's teams predate the description's required type.
+			"requested_teams": []any{}}
+		if b, ok := p["base_sha"].(string); ok {
+			out["base"] = map[string]any{"sha": b}
+		}
+		return http.StatusOK, overlay(ex, out)
 	case "POST /app/installations/{installation_id}/access_tokens":
 		if id, _ := strconv.ParseInt(rq.params["installation_id"], 10, 64); s.app == nil || id != s.app.installation {
 			return http.StatusNotFound, map[string]any{"message": "Not Found"}

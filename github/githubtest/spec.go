@@ -53,6 +53,7 @@ var Paths = []string{
 	"/app/installations",
 	"/app",
 	"/repos/{owner}/{repo}/installation",
+	"/repos/{owner}/{repo}/collaborators/{username}/permission",
 }
 
 // Cache is where the npm packages and the cut-down description are kept: $HOME/.cache/af, as

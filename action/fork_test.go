@@ -1,0 +1,150 @@
+package action_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/antifailure/af/action"
+	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/runtime/runtimetest"
+)
+
+// A fork's own pull_request run builds without secrets: no kubeconfig, no token, nothing
+// written to GitHub; the artifact holds its af.yaml and which commit of which pull request it
+// is.
+func TestForkBuildRunWritesTheArtifact(t *testing.T) {
+	gh := githubtest.New(t, token)
+	j := newJob(t, gh, &runtimetest.Fake{}, shop)
+	j.inputs = map[string]string{"command": "build"}
+	j.event("pull_request", githubtest.PullRequestEvent(t, "synchronize", "acme/shop", 11, sha1, true))
+	o, log := j.run()
+	if o.Exit != 0 {
+		t.Fatalf("exit %d (%v)\n%s", o.Exit, o.Err, log)
+	}
+	if len(gh.Calls()) != 0 || j.rtMade != 0 {
+		t.Fatalf("the build run touched GitHub (%v) or a cluster (%d)", gh.Calls(), j.rtMade)
+	}
+	dir := filepath.Join(j.dir, "af-artifact")
+	if b, err := os.ReadFile(filepath.Join(dir, "af.yaml")); err != nil || string(b) != shop {
+		t.Fatalf("the artifact's af.yaml: %v %q", err, b)
+	}
+	var a action.Artifact
+	b, err := os.ReadFile(filepath.Join(dir, action.ArtifactMeta))
+	if err != nil || json.Unmarshal(b, &a) != nil {
+		t.Fatalf("%s: %v %s", action.ArtifactMeta, err, b)
+	}
+	if a.PullRequest != 11 || a.HeadSHA != sha1 || a.Repository != "acme/shop" || len(a.Images) != 0 {
+		t.Fatalf("artifact %+v", a)
+	}
+	if !strings.Contains(j.summary, "/af approve "+sha1) {
+		t.Fatalf("the summary does not say how to approve: %q", j.summary)
+	}
+}
+
+// deployJob is the privileged workflow_run job: the base branch checked out (baseShop), the
+// build run's artifact downloaded (the pull request's af.yaml, web's image, the commit).
+func deployJob(t *testing.T, gh *githubtest.Server, built, event string, prText string) (*job, *runtimetest.Fake) {
+	t.Helper()
+	gh.SetFile(baseSHA, "af.yaml", baseShop)
+	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-11")}
+	j := newJob(t, gh, rt, baseShop)
+	dir := filepath.Join(j.dir, "artifact")
+	if err := os.MkdirAll(filepath.Join(dir, "images"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := json.Marshal(action.Artifact{Repository: "acme/shop", PullRequest: 11, HeadSHA: built, Images: []string{"web"}})
+	for name, content := range map[string]string{"af.yaml": prText, action.ArtifactMeta: string(meta), "images/web.tar": "an image archive"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.inputs["artifact"] = "artifact"
+	j.event("workflow_run", githubtest.WorkflowRunEvent(t, "acme/shop", 4242, 11, event, "someone/shop", "success"))
+	return j, rt
+}
+
+// The fork path's deploy job: only the commit a maintainer approved, still the pull request's
+// head, is deployed, from the artifact; every other case deploys nothing and leaves the step
+// neutral.
+func TestForkDeployRun(t *testing.T) {
+	prText := strings.Replace(baseShop, "domain: preview.acme.test", "domain: prod.acme.test", 1)
+	cases := []struct {
+		name     string
+		head     string // the pull request's head now
+		built    string // the artifact's commit
+		comments map[string]string
+		perms    map[string]string
+		deploys  bool
+		why      string
+	}{
+		{"approved by a maintainer", sha1, sha1, map[string]string{"maint": "/af approve " + sha1[:12]}, map[string]string{"maint": "write"}, true, ""},
+		{"not approved", sha1, sha1, nil, nil, false, "/af approve " + sha1},
+		{"approved by a reader", sha1, sha1, map[string]string{"drive-by": "/af approve " + sha1}, map[string]string{"drive-by": "read"}, false, "nobody with write access"},
+		{"approval quoted, not on its own line", sha1, sha1, map[string]string{"maint": "please run `/af approve " + sha1 + "` once reviewed"}, map[string]string{"maint": "admin"}, false, "nobody with write access"},
+		// The race: the maintainer reviewed and approved commit 2, but a push made 1 the
+		// head; the build of 1 is deployed by nobody's approval.
+		{"approval names another commit", sha1, sha1, map[string]string{"maint": "/af approve " + sha2}, map[string]string{"maint": "write"}, false, "nobody with write access"},
+		// A push after the build: the approved commit is no longer the head.
+		{"head moved after the build", sha2, sha1, map[string]string{"maint": "/af approve " + sha1}, map[string]string{"maint": "write"}, false, "head is now " + sha2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gh := githubtest.New(t, token)
+			gh.SetPull(11, "open", c.head, false)
+			gh.SetPullHead(11, "someone/shop", baseSHA)
+			for login, body := range c.comments {
+				gh.AddComment(11, login, body)
+			}
+			for login, p := range c.perms {
+				gh.SetPermission(login, p)
+			}
+			j, rt := deployJob(t, gh, c.built, c.built, prText)
+			o, log := j.run()
+			if o.Exit != 0 {
+				t.Fatalf("exit %d (%v): a deploy run that may not deploy is neutral\n%s", o.Exit, o.Err, log)
+			}
+			var up *runtimetest.Call
+			for _, call := range rt.Calls() {
+				if call.Method == "Up" {
+					up = &call
+				}
+			}
+			if (up != nil) != c.deploys {
+				t.Fatalf("deployed: %v, want %v\n%s", up != nil, c.deploys, log)
+			}
+			if !c.deploys {
+				if !errors.Is(o.Err, failure.ForkNotApproved) || !strings.Contains(o.Err.Error(), c.why) {
+					t.Fatalf("err %v, want ForkNotApproved saying %q", o.Err, c.why)
+				}
+				return
+			}
+			if up.Spec.Archives["web"] != filepath.Join(j.dir, "artifact", "images", "web.tar") || up.Spec.PullRequest != 11 {
+				t.Fatalf("Up got archives %v for pull request %d", up.Spec.Archives, up.Spec.PullRequest)
+			}
+			if up.Spec.Manifest.Runtime.Domain != "preview.acme.test" {
+				t.Fatalf("the artifact's af.yaml set the domain: %q", up.Spec.Manifest.Runtime.Domain)
+			}
+			if cs := gh.CheckRuns(); len(cs) != 1 || cs[0].HeadSHA != sha1 || cs[0].Conclusion != "success" {
+				t.Fatalf("check runs %+v, want one on the deployed commit", cs)
+			}
+		})
+	}
+}
+
+// An artifact from another run than the event's is refused: what is deployed is what the run
+// this event reports built.
+func TestForkDeployRefusesAnotherRunsArtifact(t *testing.T) {
+	gh := githubtest.New(t, token)
+	gh.SetPull(11, "open", sha2, false)
+	gh.SetPullHead(11, "someone/shop", baseSHA)
+	j, rt := deployJob(t, gh, sha1, sha2, baseShop)
+	o, log := j.run()
+	if !errors.Is(o.Err, failure.ActionInputInvalid) || len(rt.Calls()) != 0 {
+		t.Fatalf("err %v, runtime calls %v\n%s", o.Err, rt.Calls(), log)
+	}
+}
