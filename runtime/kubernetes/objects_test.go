@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
@@ -219,13 +221,65 @@ func TestPullWillNotWork(t *testing.T) {
 		`failed to authorize: failed to fetch anonymous token: unexpected status from GET request to https://r.test/token: 401 Unauthorized`:                         true,
 		`pull access denied, repository does not exist or may require authorization`:                                                                                 true,
 		`unexpected status from HEAD request to https://r.test/v2/a/manifests/1: 403 Forbidden`:                                                                      true,
-		`failed to do request: Head "https://r.test/v2/a/manifests/1": dial tcp 10.0.0.9:443: connect: connection refused`:                                           false,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": dial tcp 10.0.0.9:443: connect: connection refused`:                                           true,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": dial tcp: lookup r.test on 10.96.0.10:53: no such host`:                                       true,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": http: server gave HTTP response to HTTPS client`:                                              true,
+		`failed to do request: Head "https://r.test/v2/a/manifests/1": tls: failed to verify certificate: x509: certificate signed by unknown authority`:             true,
 		`failed to do request: Head "https://r.test/v2/a/manifests/1": net/http: TLS handshake timeout`:                                                              false,
 		`Back-off pulling image "r.test/a:1"`:                       false,
 		`unexpected status from GET request: 429 Too Many Requests`: false,
 	} {
 		if got := pullWillNotWork(msg); got != want {
 			t.Errorf("pullWillNotWork(%q) = %v, want %v", msg, got, want)
+		}
+	}
+}
+
+// TestPullFailed: a pod whose image will not be pulled names the workload, the image and the
+// kubelet's reason, with the engine image's own advice for af's containers; one that may still
+// be pulled (a rate limit) is waited for.
+func TestPullFailed(t *testing.T) {
+	pod := func(name, workload, container, image, reason, message string, init bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelWorkload: workload}}}
+		st := corev1.ContainerStatus{Name: container, Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}
+		if init {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{st}
+		} else {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{st}
+		}
+		return p
+	}
+	refused := `failed to do request: Head "https://r.test/v2/a/manifests/1": dial tcp 127.0.0.1:9: connect: connection refused`
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want []string // in the error; nil: no failure yet
+	}{
+		{"service, unreachable registry", pod("web-1", "web", "web", "r.test/web:1", "ErrImagePull", refused, false), []string{"web (pod web-1, container web)", "r.test/web:1", "ErrImagePull", "connection refused", "af up --image"}},
+		{"gate, engine image missing", pod("web-2", "web", GateContainer, "ghcr.io/antifailure/af-engine:x", "ErrImagePull", "not found", true), []string{"container af-gate", "engine image", "AF_ENGINE_IMAGE"}},
+		{"sidecar", pod("af-sidecar-5", "af-sidecar", "sidecar", "ghcr.io/antifailure/af-engine:x", "InvalidImageName", "bad", false), []string{"af-sidecar", "engine image"}},
+		{"never pull", pod("af-probe", "", "probe", "e:1", "ErrImageNeverPull", "Container image \"e:1\" is not present with pull policy of Never", false), []string{"af-probe (pod af-probe", "ErrImageNeverPull"}},
+		{"rate limited", pod("web-3", "web", "web", "r.test/web:1", "ErrImagePull", "429 Too Many Requests", false), nil},
+		{"back-off without its cause", pod("web-4", "web", "web", "r.test/web:1", "ImagePullBackOff", `Back-off pulling image "r.test/web:1"`, false), nil},
+		{"back-off with its cause", pod("web-5", "web", "web", "r.test/web:1", "ImagePullBackOff", `Failed to pull image "r.test/web:1": `+refused, false), []string{"ImagePullBackOff", "connection refused"}},
+	}
+	for _, c := range cases {
+		err := pullFailed(c.pod)
+		if c.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v, want a wait", c.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, failure.NotReady) {
+			t.Errorf("%s: %v, want NotReady", c.name, err)
+			continue
+		}
+		msg := failure.Ensure(err).Error() + " " + failure.Ensure(err).Report().Do
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: %q does not say %q", c.name, msg, w)
+			}
 		}
 	}
 }

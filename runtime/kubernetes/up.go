@@ -57,6 +57,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	var (
 		proxyImage string
 		ranges     clusterRanges
+		ingressCtl *IngressController
 		e          *env
 		w          *workloads
 	)
@@ -90,6 +91,13 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			p.Printf("cluster ranges the sidecar never reaches: %s", strings.Join(ranges.Strings(), ", "))
 			return true, nil
 		}},
+		// The ingress controller the policy lets in, before anything is created: preview URLs
+		// nothing can serve fail now, never after a timeout.
+		{"ingress controller", false, func() (bool, error) {
+			var err error
+			ingressCtl, err = r.ingressController(ctx, t)
+			return ingressCtl != nil, err
+		}},
 		{"namespace and policies", false, func() (bool, error) {
 			if err := r.ensureNamespace(ctx, t, spec); err != nil {
 				return false, err
@@ -104,9 +112,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				HasDatabase: dbURL != "", Cluster: ranges.Prefixes, timeline: tl,
 				negativeControl: r.opts.negativeControl,
 			}
-			if t.m.Runtime.Domain != "" && r.opts.IngressController != nil {
-				e.IngressFrom = r.opts.IngressController
-			}
+			e.IngressFrom = ingressCtl
 			for _, np := range e.policies() {
 				if _, err := apply(ctx, t.c, t.c.cs.NetworkingV1().NetworkPolicies(t.ns), "networking.k8s.io/v1", "NetworkPolicy", np.Name, np); err != nil {
 					return false, err

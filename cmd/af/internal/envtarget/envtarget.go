@@ -94,9 +94,6 @@ func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error
 	if err != nil {
 		return nil, err
 	}
-	if o.IngressController == nil && m.Runtime.Domain != "" {
-		o.Progress.Printf("runtime.domain is set but AF_INGRESS_CONTROLLER (NAMESPACE/LABEL=VALUE,...) is not: no policy lets an ingress controller reach the web services")
-	}
 	return kubernetes.New(o), nil
 }
 
