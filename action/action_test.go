@@ -395,6 +395,7 @@ func TestForks(t *testing.T) {
 		{"target without the label", "pull_request_target", "opened", nil, "label", false, true, false},
 		{"target with the label", "pull_request_target", "labeled", []string{"af-preview"}, "label", true, true, false},
 		{"target, new push removes the label", "pull_request_target", "synchronize", []string{"af-preview"}, "label", false, true, true},
+		{"target, reopening removes the label", "pull_request_target", "reopened", []string{"af-preview"}, "label", false, true, true},
 		{"never", "pull_request_target", "labeled", []string{"af-preview"}, "never", false, true, false},
 		{"always", "pull_request_target", "opened", nil, "always", true, true, false},
 	}

@@ -45,8 +45,9 @@ func (r *run) approval(ctx context.Context) ([]string, error) {
 			if r.ev.Name != "pull_request_target" {
 				return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork: fork_policy label runs it only under pull_request_target or, built by its own run, under workflow_run", r.ev.PullRequest)
 			}
-			if r.ev.Action == "synchronize" {
-				// A new commit needs a new approval.
+			if r.ev.Action == "synchronize" || r.ev.Action == "reopened" {
+				// A new commit needs a new approval, and so does a pull request reopened (what
+				// was approved before it closed may not be what it holds now).
 				if err := r.rep.RemoveLabel(ctx, r.ev.PullRequest, label); err != nil {
 					return nil, err
 				}
