@@ -19,6 +19,7 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
+	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
@@ -197,6 +198,9 @@ func (r *run) up(ctx context.Context) error {
 	ctx, cancel := afterwards(ctx)
 	defer cancel()
 	facts.Duration = r.now().Sub(start)
+	if res != nil && res.Environment != "" {
+		facts.Environment = res.Environment
+	}
 	r.facts(facts, res, upErr)
 	r.out.Facts = facts
 	pr.finished(ctx, facts)
@@ -228,7 +232,19 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	if err != nil {
 		return nil, err
 	}
-	res, err := rt.Up(afruntime.WithProgress(ctx, r.logf), afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv})
+	ref = r.adopt(ctx, rt, ref)
+	spec := afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv}
+	res, err := rt.Up(afruntime.WithProgress(ctx, r.logf), spec)
+	if errors.Is(err, afruntime.ErrOtherRepository) && r.in.Environment == "" && r.ev.PullRequest > 0 {
+		// Another repository of the same name has the short id on this cluster: this one's
+		// environment carries its owner.
+		if spec.ID, err = envid.ForPullRequestOfOwner(r.repo, r.ev.PullRequest); err != nil {
+			return nil, err
+		}
+		r.logf("another repository named like %s has %s on this cluster: this pull request's environment is %s", r.repo, ref.ID, spec.ID)
+		res, err = rt.Up(afruntime.WithProgress(ctx, r.logf), spec)
+	}
+	ref = spec.Ref
 	// What the sidecar refused matters most when the environment failed: it is read either way.
 	bctx, cancel := afterwards(ctx)
 	defer cancel()

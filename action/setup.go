@@ -4,6 +4,7 @@ package action
 // input in a private file, the environment named and its runtime made.
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -139,5 +140,33 @@ func (r *run) target() (afruntime.Ref, afruntime.Runtime, error) {
 		return ref, nil, err
 	}
 	rt, err := r.runtime()
-	return ref, rt, err
+	if err != nil {
+		return ref, nil, err
+	}
+	return r.adopt(context.Background(), rt, ref), rt, nil
+}
+
+// lister is a runtime that lists environments by their labels (the kubernetes runtime).
+type lister interface {
+	Environments(ctx context.Context, f afruntime.Filter) ([]afruntime.Environment, error)
+}
+
+// adopt names a pull request's environment as the cluster has it: the id af gave it before,
+// found by its repository and number, which carries the owner when another repository of the
+// same name had the short id first. ref as it is when there is none, or the runtime cannot
+// list.
+func (r *run) adopt(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref) afruntime.Ref {
+	l, ok := rt.(lister)
+	if !ok || r.in.Environment != "" || r.ev.PullRequest == 0 {
+		return ref
+	}
+	envs, err := l.Environments(ctx, afruntime.Filter{Repository: r.repo, PullRequest: r.ev.PullRequest})
+	if err != nil || len(envs) != 1 {
+		return ref
+	}
+	if envs[0].ID != ref.ID {
+		r.logf("pull request #%d's environment is %s (namespace %s)", r.ev.PullRequest, envs[0].ID, envs[0].Namespace)
+	}
+	ref.ID = envs[0].ID
+	return ref
 }

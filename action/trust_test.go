@@ -8,6 +8,7 @@ import (
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/githubtest"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/runtimetest"
 )
 
@@ -196,5 +197,38 @@ func TestRegistryCredentialsOnlyToTheInputRegistry(t *testing.T) {
 	_, up, log = runPR(t, pr, nil)
 	if up.Method == "" || up.Spec.Manifest.Runtime.Registry != "registry.acme.test/previews" {
 		t.Fatalf("registry %q, want the base branch's\n%s", fmt.Sprint(up.Spec.Manifest.Runtime.Registry), log)
+	}
+}
+
+// Two repositories of the same name on one cluster: when other/shop's pull request 7 holds
+// shop-pr-7, acme/shop's gets an id with its owner, comes up, and is found by it afterwards.
+func TestSameNameOtherOwner(t *testing.T) {
+	gh := githubtest.New(t, token)
+	gh.SetFile(baseSHA, "af.yaml", shop)
+	rt := &runtimetest.Fake{Taken: map[string]string{"shop-pr-7": "other/shop"}}
+	j := newJob(t, gh, rt, shop)
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 7, sha1, false))
+	o, log := j.run()
+	if o.Exit != 0 || o.Facts == nil || o.Facts.Environment != "acme-shop-pr-7" {
+		t.Fatalf("exit %d (%v), environment %v\n%s", o.Exit, o.Err, o.Facts, log)
+	}
+	if !strings.Contains(j.output, "acme-shop-pr-7") || !strings.Contains(gh.Comments(7)[0].Body, "acme-shop-pr-7") {
+		t.Fatalf("the outputs or the comment do not name acme-shop-pr-7:\n%s\n%s", j.output, gh.Comments(7)[0].Body)
+	}
+	// Closed: down finds it by its repository and number, not by the short id.
+	rt.Envs = []afruntime.Environment{{ID: "acme-shop-pr-7", Namespace: "af-env-acme-shop-pr-7", Repository: "acme/shop", PullRequest: 7}}
+	j.inputs["command"] = "down"
+	j.event("pull_request", githubtest.PullRequestEvent(t, "closed", "acme/shop", 7, sha1, false))
+	if o, log := j.run(); o.Exit != 0 {
+		t.Fatalf("down: exit %d (%v)\n%s", o.Exit, o.Err, log)
+	}
+	var downs []string
+	for _, c := range rt.Calls() {
+		if c.Method == "Down" {
+			downs = append(downs, c.Ref.ID)
+		}
+	}
+	if len(downs) != 1 || downs[0] != "acme-shop-pr-7" {
+		t.Fatalf("down removed %v, want acme-shop-pr-7", downs)
 	}
 }

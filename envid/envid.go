@@ -52,6 +52,19 @@ func ForPullRequest(repository string, number int) (string, error) {
 	return fitLabel(base, suffix, MaxLabel, strings.ToLower(repo), lossy), nil
 }
 
+// ForPullRequestOfOwner returns the id of a pull request's environment that carries the
+// owner: <owner>-<name>-pr-<number>. af gives it when another repository of the same name owns
+// ForPullRequest's id on the cluster already, so both can have previews.
+func ForPullRequestOfOwner(repository string, number int) (string, error) {
+	if _, err := ForPullRequest(repository, number); err != nil {
+		return "", err
+	}
+	owner, repo, _ := strings.Cut(repository, "/")
+	full := owner + "-" + repo
+	base, lossy := sanitize(full)
+	return fitLabel(base, "-pr-"+strconv.Itoa(number), MaxLabel, strings.ToLower(owner+"/"+repo), lossy), nil
+}
+
 // ForName returns the id of an environment named freely (a manual run): the name made into a
 // label, with a hash when it had to be changed.
 func ForName(name string) (string, error) {

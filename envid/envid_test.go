@@ -209,3 +209,23 @@ func BenchmarkForPullRequest(b *testing.B) {
 		}
 	}
 }
+
+// The owner's id differs from the short one, is a valid label, and tells two owners apart.
+func TestForPullRequestOfOwner(t *testing.T) {
+	a, err := ForPullRequestOfOwner("acme/shop", 7)
+	if err != nil || a != "acme-shop-pr-7" {
+		t.Fatalf("acme/shop#7: %q %v", a, err)
+	}
+	b, _ := ForPullRequestOfOwner("other/shop", 7)
+	short, _ := ForPullRequest("other/shop", 7)
+	if a == b || b == short {
+		t.Fatalf("ids %q %q %q", a, b, short)
+	}
+	long, err := ForPullRequestOfOwner(strings.Repeat("o", 39)+"/"+strings.Repeat("r", 60), 12345)
+	if err != nil || len(long) > MaxLabel || !strings.HasSuffix(long, "-pr-12345") {
+		t.Fatalf("long: %q %v", long, err)
+	}
+	if _, err := ForPullRequestOfOwner("not-a-repo", 1); err == nil {
+		t.Fatal("an invalid repository was accepted")
+	}
+}

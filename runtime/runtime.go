@@ -9,6 +9,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"io"
 	"time"
 
@@ -84,6 +85,11 @@ type Environment struct {
 	// Terminating is true while the runtime is already removing it.
 	Terminating bool `json:"terminating,omitempty"`
 }
+
+// ErrOtherRepository is the cause of a NamespaceNotOurs failure whose namespace holds an
+// environment of another repository: the caller may name its environment otherwise
+// (envid.ForPullRequestOfOwner) and try again.
+var ErrOtherRepository = errors.New("the namespace holds another repository's environment")
 
 // Spec is everything Up needs.
 type Spec struct {

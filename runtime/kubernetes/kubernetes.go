@@ -330,8 +330,8 @@ func owned(ns *metav1.ObjectMeta, repository string) error {
 		return failure.Newf(failure.NamespaceNotOurs, "namespace %q exists without the label %s=true; af did not create it and left it untouched", ns.Name, LabelManaged)
 	}
 	if have := ns.Annotations[AnnotationRepository]; repository != "" && have != "" && !strings.EqualFold(have, repository) {
-		return failure.Newf(failure.NamespaceNotOurs, "namespace %q belongs to an environment of repository %s, not %s; af left it untouched", ns.Name, have, repository).
-			WithHint("Two repositories with the same name share environment ids under one namespace prefix: give one of them another runtime.namespace_prefix.")
+		return failure.New(failure.NamespaceNotOurs, fmt.Sprintf("namespace %q belongs to an environment of repository %s, not %s; af left it untouched", ns.Name, have, repository), afruntime.ErrOtherRepository).
+			WithHint("Two repositories with the same name share environment ids under one namespace prefix: the action names a pull request's environment with its owner then (<owner>-<name>-pr-<n>); with af up, name it (--env) or give one of them another runtime.namespace_prefix.")
 	}
 	return nil
 }

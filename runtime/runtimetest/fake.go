@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/antifailure/af/failure"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -30,7 +31,11 @@ type Fake struct {
 	UpErr    error
 	// UpBlocks makes Up wait until its context ends before it answers: a run that times out or
 	// is cancelled.
-	UpBlocks     bool
+	UpBlocks bool
+	// Taken are environment ids whose namespace another repository's environment holds (id ->
+	// that repository): Up of one of them for another repository fails as the kubernetes
+	// runtime does.
+	Taken        map[string]string
 	DownErr      error
 	StatusResult *afruntime.Status
 	StatusErr    error
@@ -69,6 +74,9 @@ func (f *Fake) Up(ctx context.Context, spec afruntime.Spec) (*afruntime.Result, 
 	f.record(Call{Method: "Up", Ref: spec.Ref, Spec: spec})
 	if f.UpBlocks {
 		<-ctx.Done()
+	}
+	if owner, ok := f.Taken[spec.ID]; ok && !strings.EqualFold(owner, spec.Repository) {
+		return nil, failure.New(failure.NamespaceNotOurs, fmt.Sprintf("namespace %q belongs to an environment of repository %s, not %s", "fake-"+spec.ID, owner, spec.Repository), afruntime.ErrOtherRepository)
 	}
 	res := f.UpResult
 	if res == nil && f.UpErr == nil {
