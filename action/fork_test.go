@@ -109,7 +109,7 @@ func TestForkDeployRun(t *testing.T) {
 				t.Fatalf("exit %d (%v): a deploy run that may not deploy is neutral\n%s", o.Exit, o.Err, log)
 			}
 			var up *runtimetest.Call
-			for _, call := range rt.Calls() {
+			for _, call := range acts(rt) {
 				if call.Method == "Up" {
 					up = &call
 				}
@@ -144,7 +144,7 @@ func TestForkDeployRefusesAnotherRunsArtifact(t *testing.T) {
 	gh.SetPullHead(11, "someone/shop", baseSHA)
 	j, rt := deployJob(t, gh, sha1, sha2, baseShop)
 	o, log := j.run()
-	if !errors.Is(o.Err, failure.ActionInputInvalid) || len(rt.Calls()) != 0 {
-		t.Fatalf("err %v, runtime calls %v\n%s", o.Err, rt.Calls(), log)
+	if !errors.Is(o.Err, failure.ActionInputInvalid) || len(acts(rt)) != 0 {
+		t.Fatalf("err %v, runtime calls %v\n%s", o.Err, acts(rt), log)
 	}
 }
