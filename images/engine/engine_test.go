@@ -153,7 +153,11 @@ func TestEngineImageRunsInContainerd(t *testing.T) {
 	if out, err := ctr("images", "import", filepath.Join(dir, "engine.tar")); err != nil {
 		t.Fatalf("import: %v\n%s", err, out)
 	}
-	ref := "docker.io/" + w.Image
+	// ctr names an image by its full reference: a name without a registry is Docker Hub's.
+	ref := w.Image
+	if first, _, _ := strings.Cut(ref, "/"); !strings.ContainsAny(first, ".:") {
+		ref = "docker.io/" + ref
+	}
 	t.Cleanup(func() { _, _ = ctr("images", "rm", ref) })
 	id := "af-engine-test-" + version.EngineDigest[:8]
 	_, _ = ctr("containers", "rm", id)
