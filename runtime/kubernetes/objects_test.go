@@ -240,7 +240,10 @@ func TestPullWillNotWork(t *testing.T) {
 // be pulled (a rate limit) is waited for.
 func TestPullFailed(t *testing.T) {
 	pod := func(name, workload, container, image, reason, message string, init bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelWorkload: workload}}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if workload != "" {
+			p.Labels[LabelService] = workload
+		}
 		st := corev1.ContainerStatus{Name: container, Image: image, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}}
 		if init {
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{st}
@@ -255,10 +258,10 @@ func TestPullFailed(t *testing.T) {
 		pod  *corev1.Pod
 		want []string // in the error; nil: no failure yet
 	}{
-		{"service, unreachable registry", pod("web-1", "web", "web", "r.test/web:1", "ErrImagePull", refused, false), []string{"web (pod web-1, container web)", "r.test/web:1", "ErrImagePull", "connection refused", "af up --image"}},
-		{"gate, engine image missing", pod("web-2", "web", GateContainer, "ghcr.io/antifailure/af-engine:x", "ErrImagePull", "not found", true), []string{"container af-gate", "engine image", "AF_ENGINE_IMAGE"}},
-		{"sidecar", pod("af-sidecar-5", "af-sidecar", "sidecar", "ghcr.io/antifailure/af-engine:x", "InvalidImageName", "bad", false), []string{"af-sidecar", "engine image"}},
-		{"never pull", pod("af-probe", "", "probe", "e:1", "ErrImageNeverPull", "Container image \"e:1\" is not present with pull policy of Never", false), []string{"af-probe (pod af-probe", "ErrImageNeverPull"}},
+		{"service, unreachable registry", pod("web-1", "web", "web", "r.test/web:1", "ErrImagePull", refused, false), []string{"service web (pod web-1, container web)", "r.test/web:1", "ErrImagePull", "connection refused", "af up --image"}},
+		{"gate, engine image missing", pod("web-2", "web", GateContainer, "ghcr.io/antifailure/af-engine:x", "ErrImagePull", "not found", true), []string{"the gate of service web (pod web-2, container af-gate)", "engine image", "AF_ENGINE_IMAGE"}},
+		{"sidecar", pod("af-sidecar-5", "", "sidecar", "ghcr.io/antifailure/af-engine:x", "InvalidImageName", "bad", false), []string{"the sidecar (pod af-sidecar-5", "engine image"}},
+		{"never pull", pod("af-probe", "", "probe", "e:1", "ErrImageNeverPull", "Container image \"e:1\" is not present with pull policy of Never", false), []string{"the probe (pod af-probe", "ErrImageNeverPull"}},
 		{"rate limited", pod("web-3", "web", "web", "r.test/web:1", "ErrImagePull", "429 Too Many Requests", false), nil},
 		{"back-off without its cause", pod("web-4", "web", "web", "r.test/web:1", "ImagePullBackOff", `Back-off pulling image "r.test/web:1"`, false), nil},
 		{"back-off with its cause", pod("web-5", "web", "web", "r.test/web:1", "ImagePullBackOff", `Failed to pull image "r.test/web:1": `+refused, false), []string{"ImagePullBackOff", "connection refused"}},

@@ -1,8 +1,6 @@
 package kubernetes
 
 import (
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +21,8 @@ func TestStockIngressController(t *testing.T) {
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
 	rt := f.runtime(t, func(o *Options) { o.IngressController = nil })
-	m := small(t, map[string]*manifest.Service{"web": {Kind: "web", Port: 8080, Command: manifest.Command{Exec: []string{"busybox", "httpd", "-f", "-p", "8080", "-h", "/"}}}})
+	m := small(t, map[string]*manifest.Service{"web": {Kind: "web", Port: 8080, HealthPath: "/healthz",
+		Command: manifest.Command{Shell: "mkdir -p /tmp/www && echo ok > /tmp/www/healthz && busybox httpd -f -p 8080 -h /tmp/www & trap 'kill $!; exit 0' TERM; wait"}}})
 	m.Runtime.Domain = "preview.af.test"
 	ref := afruntime.Ref{ID: "stock-ingress", Manifest: m}
 	down(t, rt, ref)
@@ -39,23 +38,8 @@ func TestStockIngressController(t *testing.T) {
 	if from.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != f.ingress.Namespace || from.PodSelector.MatchLabels["app.kubernetes.io/name"] != "traefik" {
 		t.Fatalf("the policy lets in %+v", from)
 	}
-	url := res.URLs["web"]
-	var status int
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+f.h.IngressHTTP+"/", nil)
-		req.Host = strings.TrimPrefix(url, "http://")
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			status = resp.StatusCode
-		}
-		if status > 0 && status < 500 || time.Now().After(deadline) {
-			break
-		}
-	}
-	if status == 0 || status >= 500 {
-		t.Fatalf("%s through the ingress controller: status %d", url, status)
+	if code, body := f.viaIngress(t, res.URLs["web"]+"healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("GET %shealthz through the ingress controller: %d %q", res.URLs["web"], code, body)
 	}
 
 	m2 := small(t, map[string]*manifest.Service{"web": {Kind: "web", Port: 8080}})
@@ -83,9 +67,10 @@ func TestUnpullableImagesFailAtOnce(t *testing.T) {
 		id, engine, image string
 		want              []string
 	}{
-		// Port 9 on the node's loopback: nothing listens, the pull is refused.
-		{"pull-unreachable", "", "127.0.0.1:9/af-nothing:1", []string{"svc", "127.0.0.1:9/af-nothing:1", "cannot be pulled", "connection refused"}},
-		{"pull-engine", "127.0.0.1:9/af-engine:none", "", []string{"127.0.0.1:9/af-engine:none", "cannot be pulled", "engine image"}},
+		// Port 9 on the node's loopback: nothing listens (the test cluster's containerd sends
+		// every registry it does not know to its local mirror, which says not found).
+		{"pull-unreachable", "", "127.0.0.1:9/af-nothing:1", []string{"service svc (pod svc-", "127.0.0.1:9/af-nothing:1", "cannot be pulled"}},
+		{"pull-engine", "127.0.0.1:9/af-engine:none", "", []string{"the sidecar (pod af-sidecar-", "127.0.0.1:9/af-engine:none", "cannot be pulled", "engine image"}},
 	}
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {
