@@ -119,7 +119,7 @@ func (r *run) main(ctx context.Context) error {
 	// read and touches nothing, before any input (the kubeconfig among them) is required.
 	if ev, err := ReadEvent(r.d.Getenv, 0); err == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" && r.gha.GetInput("command") != "build" {
 		f := &report.Facts{State: report.Skipped, PullRequest: ev.PullRequest, Commit: ev.HeadSHA,
-			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing ran. With `fork_policy: label` a maintainer approves it by adding the label; the `pull_request_target` workflow then runs it."}
+			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing was deployed by it. A repository that previews forks builds them with `command: build` here and deploys the build from a `workflow_run` workflow once a maintainer comments `/af approve <sha>` (docs/github.md)."}
 		r.summary(f)
 		return failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork; its pull_request run has no secrets, so nothing ran", ev.PullRequest)
 	}

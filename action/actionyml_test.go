@@ -47,7 +47,7 @@ func TestActionYAML(t *testing.T) {
 		outputs = append(outputs, k)
 	}
 	slices.Sort(outputs)
-	if want := []string{"contained", "environment", "namespace", "probe", "url", "urls"}; !slices.Equal(outputs, want) {
+	if want := []string{"artifact", "contained", "environment", "namespace", "probe", "url", "urls"}; !slices.Equal(outputs, want) {
 		t.Errorf("action.yml outputs %v, the action sets %v", outputs, want)
 	}
 	if doc.Runs.Using != "docker" || doc.Runs.Image != "docker://"+version.ActionImage || doc.Runs.Entrypoint != "/af" || !slices.Equal(doc.Runs.Args, []string{"action"}) {

@@ -105,6 +105,6 @@ type GitHub struct {
 	Comment    *bool  `json:"comment,omitempty" default:"true" doc:"Post one sticky comment with the preview URLs, the probe's verdicts and each service's state."`
 	Check      *bool  `json:"check,omitempty" default:"true" doc:"Create a check run with the same facts and a real conclusion."`
 	Deployment *bool  `json:"deployment,omitempty" default:"true" doc:"Create a deployment and its status with the environment URL."`
-	ForkPolicy string `json:"fork_policy,omitempty" default:"label" enum:"label|never|always" doc:"Pull requests from forks: label runs them once a maintainer adds the label; never runs none; always runs every one (their code then runs with this repository's secrets)."`
-	Label      string `json:"label,omitempty" default:"af-preview" doc:"The label that lets a fork's pull request run. Only read with fork_policy label."`
+	ForkPolicy string `json:"fork_policy,omitempty" default:"label" enum:"label|never|always" doc:"Pull requests from forks, read from the base branch only: label runs a fork's commit once a maintainer approved that very commit (a '/af approve <sha>' comment; under pull_request_target, the label); never runs none; always runs every one, unapproved."`
+	Label      string `json:"label,omitempty" default:"af-preview" doc:"The label that approves widening egress, and a fork's pull request under pull_request_target (fork_policy label). Read from the base branch only."`
 }
