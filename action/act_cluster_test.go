@@ -41,15 +41,24 @@ func act(t *testing.T) string {
 	return bin
 }
 
-// actRepo is a repository run by act against the stand-in and the test cluster.
-type actRepo struct {
-	gh  *githubtest.Server
-	h   *testcluster.Handle
-	ctx context.Context
-	run func(command, action, sha string) (string, error)
+// actEnv is what every act run of these tests shares: the test cluster, the private daemon
+// with the action's image loaded, act itself, the example's images, and the environment and
+// secrets a workflow run gets.
+type actEnv struct {
+	h            *testcluster.Handle
+	ctx          context.Context
+	actBin       string
+	work         string
+	dockerHost   string
+	kubeconfig   string
+	webImage     string
+	workerBinary []byte
+	// manifest is the example's af.yaml, its worker built from worker-image/ (the binary).
+	manifest string
+	env          map[string]string // the job's environment (besides GITHUB_API_URL)
 }
 
-func newActRepo(t *testing.T, enforcing bool) *actRepo {
+func newActEnv(t *testing.T, enforcing bool) *actEnv {
 	h := testcluster.Require(t)
 	dockerHost := os.Getenv("AF_DOCKER_HOST")
 	if dockerHost == "" {
@@ -63,15 +72,15 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	if h.IngressHTTP == "" {
 		testreq.Missing(t, "the cluster runs without its ingress controller")
 	}
-	actBin := act(t)
+	a := &actEnv{h: h, actBin: act(t), work: t.TempDir(), dockerHost: dockerHost}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
+	a.ctx = ctx
 	if err := h.ImportEngineImage(ctx, ".."); err != nil {
 		t.Fatal(err)
 	}
 
 	// The action's image, as the release writes it, loaded into the daemon act uses.
-	work := t.TempDir()
 	b, err := os.ReadFile(afbuild.Binary(t))
 	if err != nil {
 		t.Fatal(err)
@@ -80,81 +89,64 @@ func newActRepo(t *testing.T, enforcing bool) *actRepo {
 	if err != nil {
 		t.Fatal(err)
 	}
-	archive := filepath.Join(work, "action.tar")
+	archive := filepath.Join(a.work, "action.tar")
 	if err := images.WriteArchive(archive, version.ActionImage, img); err != nil {
 		t.Fatal(err)
 	}
-	docker := func(args ...string) string {
-		cmd := exec.CommandContext(ctx, "docker", args...)
-		cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("docker %v: %v\n%s", args, err, out)
-		}
-		return string(out)
+	cmd := exec.CommandContext(ctx, "docker", "load", "--input", archive)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker load: %v\n%s", err, out)
 	}
-	docker("load", "--input", archive)
 
 	// The example's two services, from their static binaries. web is on the node already, given
 	// through the images input (as an earlier build step would give it); worker is built by the
 	// action itself, inside its container, through the runner's Docker socket (the Engine API:
-	// the image has no docker CLI), and pushed to the cluster's registry (the registry input).
+	// the image has no docker CLI).
 	bins := map[string]string{}
 	for _, svc := range []string{"web", "worker"} {
-		out := filepath.Join(work, "shop-"+svc)
+		out := filepath.Join(a.work, "shop-"+svc)
 		if err := afbuild.Build(ctx, "../examples/shop", out, afbuild.Package("./"+svc)); err != nil {
 			t.Fatal(err)
 		}
 		bins[svc] = out
 	}
-	webImage := fmt.Sprintf("af.local/shop-web:act-%d", time.Now().Unix())
-	if err := h.ImportBinaryImage(ctx, webImage, bins["web"]); err != nil {
+	a.webImage = fmt.Sprintf("af.local/shop-web:act-%d", time.Now().UnixNano())
+	if err := h.ImportBinaryImage(ctx, a.webImage, bins["web"]); err != nil {
 		t.Fatal(err)
 	}
-	workerBinary, err := os.ReadFile(bins["worker"])
-	if err != nil {
+	if a.workerBinary, err = os.ReadFile(bins["worker"]); err != nil {
 		t.Fatal(err)
 	}
 	example, err := os.ReadFile("../examples/shop/af.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	shopManifest := strings.Replace(string(example), "      context: .\n      dockerfile: worker/Dockerfile\n", "      context: worker-image\n", 1)
-	if shopManifest == string(example) {
+	a.manifest = strings.Replace(string(example), "      context: .\n      dockerfile: worker/Dockerfile\n", "      context: worker-image\n", 1)
+	if a.manifest == string(example) {
 		t.Fatal("the example's worker build is not where the test expects it")
 	}
-
-	// A repository: the action (this one's action.yml), the example's manifest and a workflow.
-	repo := filepath.Join(work, "repo")
-	ayml, err := os.ReadFile("../action.yml")
-	if err != nil {
+	// A kubeconfig secret is self-contained: the action's container sees none of the runner's files.
+	if a.kubeconfig, err = h.Kubectl(ctx, "", "config", "view", "--flatten", "--raw"); err != nil {
 		t.Fatal(err)
 	}
-	files := map[string]string{
-		"action.yml":               string(ayml),
-		"af.yaml":                  shopManifest,
-		"worker-image/Dockerfile":  "FROM scratch\nCOPY shop-worker /shop-worker\nUSER 65532:65532\nENTRYPOINT [\"/shop-worker\"]\n",
-		"worker-image/shop-worker": string(workerBinary),
-		".github/workflows/preview.yml": `name: preview
-on: [pull_request]
-jobs:
-  preview:
-    runs-on: ubuntu-latest
-    steps:
-      - uses: actions/checkout@v4
-      - id: af
-        uses: ./
-        with:
-          command: ${{ env.AF_COMMAND }}
-          kubeconfig: ${{ secrets.KUBECONFIG }}
-          token: ${{ secrets.GITHUB_TOKEN }}
-          registry: ${{ env.REGISTRY }}
-          images: |
-            web=${{ env.WEB_IMAGE }}
-      - if: always()
-        run: echo "read by a later step url=${{ steps.af.outputs.url }} contained=${{ steps.af.outputs.contained }} namespace=${{ steps.af.outputs.namespace }}"
-`,
+	a.env = map[string]string{
+		"AF_ENGINE_IMAGE":    version.LocalEngineImage,
+		"AF_INGRESS_ADDRESS": h.IngressHTTP,
+		"AF_URL_SCHEME":      "http",
+		"WEB_IMAGE":          a.webImage,
+		"REGISTRY":           h.Registry + "/af-act",
 	}
+	for k, v := range h.GateEnv() {
+		a.env[k] = v
+	}
+	return a
+}
+
+// repository writes files as a git repository of acme/shop under the work directory.
+func (a *actEnv) repository(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	repo := filepath.Join(a.work, name)
 	for name, content := range files {
 		p := filepath.Join(repo, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -176,64 +168,107 @@ jobs:
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	// A kubeconfig secret is self-contained: the action's container sees none of the runner's files.
-	kubeconfig, err := h.Kubectl(ctx, "", "config", "view", "--flatten", "--raw")
+	return repo
+}
+
+// run runs workflow of repo under act for event (its payload), against the stand-in gh, with
+// the secrets given and env besides a.env; it returns act's output.
+func (a *actEnv) run(t *testing.T, gh *githubtest.Server, repo, workflow, event string, payload []byte, secrets, env map[string]string) (string, error) {
+	t.Helper()
+	ev := filepath.Join(a.work, fmt.Sprintf("event-%s-%d.json", event, time.Now().UnixNano()))
+	if err := os.WriteFile(ev, payload, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cache, home := filepath.Join(a.work, "act-cache"), filepath.Join(a.work, "home")
+	// The runner mounts its Docker socket into container actions at /var/run/docker.sock; act
+	// also hands the container its own DOCKER_HOST, so the socket is at that path too.
+	sock := strings.TrimPrefix(a.dockerHost, "unix://")
+	args := []string{event, "-W", workflow, "-e", ev,
+		"-P", "ubuntu-latest=-self-hosted", "--pull=false", "--no-cache-server",
+		"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s -v %s:/var/run/docker.sock -v %s:%s --network host", cache, cache, a.work, a.work, sock, sock, sock),
+		"--container-daemon-socket", "-", "--env", "GITHUB_API_URL=" + gh.URL}
+	for k, v := range secrets {
+		args = append(args, "-s", k+"="+v)
+	}
+	for _, m := range []map[string]string{a.env, env} {
+		for k, v := range m {
+			args = append(args, "--env", k+"="+v)
+		}
+	}
+	cmd := exec.CommandContext(a.ctx, a.actBin, args...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+a.dockerHost, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("act %s %s: %s", event, workflow, time.Since(start).Round(100*time.Millisecond))
+	for _, secret := range secrets {
+		if len(secret) > 8 && strings.Contains(string(out), secret) {
+			t.Errorf("act's output shows a secret")
+		}
+	}
+	if strings.Contains(string(out), "client-key-data: LS0") {
+		t.Errorf("act's output shows the kubeconfig")
+	}
+	return string(out), err
+}
+
+// actRepo is a repository run by act against the stand-in and the test cluster.
+type actRepo struct {
+	gh  *githubtest.Server
+	h   *testcluster.Handle
+	ctx context.Context
+	run func(command, action, sha string) (string, error)
+}
+
+func newActRepo(t *testing.T, enforcing bool) *actRepo {
+	a := newActEnv(t, enforcing)
+	// A repository: the action (this one's action.yml), the example's manifest and a workflow.
+	ayml, err := os.ReadFile("../action.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-
+	files := map[string]string{
+		"action.yml":               string(ayml),
+		"af.yaml":                  a.manifest,
+		"worker-image/Dockerfile":  "FROM scratch\nCOPY shop-worker /shop-worker\nUSER 65532:65532\nENTRYPOINT [\"/shop-worker\"]\n",
+		"worker-image/shop-worker": string(a.workerBinary),
+		".github/workflows/preview.yml": `name: preview
+on: [pull_request]
+jobs:
+  preview:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - id: af
+        uses: ./
+        with:
+          command: ${{ env.AF_COMMAND }}
+          kubeconfig: ${{ secrets.KUBECONFIG }}
+          token: ${{ secrets.GITHUB_TOKEN }}
+          registry: ${{ env.REGISTRY }}
+          images: |
+            web=${{ env.WEB_IMAGE }}
+      - if: always()
+        run: echo "read by a later step url=${{ steps.af.outputs.url }} contained=${{ steps.af.outputs.contained }} namespace=${{ steps.af.outputs.namespace }}"
+`,
+	}
+	repo := a.repository(t, "repo", files)
 	const tok = "ghs_act_token_0123456789abcdef"
 	gh := githubtest.New(t, tok)
 	gh.SetFile(strings.Repeat("b", 40), "af.yaml", files["af.yaml"])
-	cache := filepath.Join(work, "act-cache")
-	home := filepath.Join(work, "home")
-	env := map[string]string{
-		"GITHUB_API_URL":        gh.URL,
-		"AF_ENGINE_IMAGE":       version.LocalEngineImage,
-		"AF_INGRESS_CONTROLLER": "af-ingress/app.kubernetes.io/name=traefik",
-		"AF_INGRESS_ADDRESS":    h.IngressHTTP,
-		"AF_URL_SCHEME":         "http",
-		"WEB_IMAGE":             webImage,
-		"REGISTRY":              h.Registry + "/af-act",
-	}
-	for k, v := range h.GateEnv() {
-		env[k] = v
-	}
-	// The runner mounts its Docker socket into container actions at /var/run/docker.sock; act
-	// also hands the container its own DOCKER_HOST, so the socket is at that path too.
-	sock := strings.TrimPrefix(dockerHost, "unix://")
 	runAct := func(command, action, sha string) (string, error) {
 		t.Helper()
-		ev := filepath.Join(work, "event-"+action+".json")
-		if err := os.WriteFile(ev, githubtest.PullRequestEvent(t, action, "acme/shop", 21, sha, false), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		args := []string{"pull_request", "-W", ".github/workflows/preview.yml", "-e", ev,
-			"-P", "ubuntu-latest=-self-hosted", "--pull=false", "--no-cache-server",
-			"--action-cache-path", cache, "--container-options", fmt.Sprintf("-v %s:%s -v %s:%s -v %s:/var/run/docker.sock -v %s:%s --network host", cache, cache, work, work, sock, sock, sock),
-			"--container-daemon-socket", "-",
-			"-s", "GITHUB_TOKEN=" + tok, "-s", "KUBECONFIG=" + string(kubeconfig), "--env", "AF_COMMAND=" + command}
-		for k, v := range env {
-			args = append(args, "--env", k+"="+v)
-		}
-		cmd := exec.CommandContext(ctx, actBin, args...)
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
-			"XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
-		start := time.Now()
-		out, err := cmd.CombinedOutput()
-		t.Logf("act %s (%s): %s", command, action, time.Since(start).Round(100*time.Millisecond))
-		if strings.Contains(string(out), tok) || strings.Contains(string(out), "client-key-data: LS0") {
-			t.Errorf("act's output shows a secret")
-		}
-		return string(out), err
+		return a.run(t, gh, repo, ".github/workflows/preview.yml", "pull_request", githubtest.PullRequestEvent(t, action, "acme/shop", 21, sha, false),
+			map[string]string{"GITHUB_TOKEN": tok, "KUBECONFIG": a.kubeconfig},
+			map[string]string{"AF_COMMAND": command, "AF_INGRESS_CONTROLLER": "af-ingress/app.kubernetes.io/name=traefik"})
 	}
 	t.Cleanup(func() {
 		if out, err := runAct("down", "closed", strings.Repeat("e", 40)); err != nil {
 			t.Errorf("act, the cleanup's down: %v\n%s", err, out)
 		}
 	})
-	return &actRepo{gh: gh, h: h, ctx: ctx, run: runAct}
+	return &actRepo{gh: gh, h: a.h, ctx: a.ctx, run: runAct}
 }
 
 // TestActionUnderAct runs the action as a workflow step under nektos/act, the container being
