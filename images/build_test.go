@@ -133,31 +133,11 @@ COPY other.txt /other.txt
 // keeps what it re-includes, and always holds the Dockerfile.
 func TestContextTar(t *testing.T) {
 	dir := t.TempDir()
-	for name, content := range map[string]string{
+	writeTree(t, dir, map[string]string{
 		".dockerignore": "node_modules\n*.log\n!keep.log\nDockerfile\n", "Dockerfile": "FROM scratch\n", "main.go": "package main\n",
 		"debug.log": "x", "keep.log": "y", "node_modules/a/b.js": "z", "sub/c.txt": "c",
-	} {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := contextBytes(dir, "Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	tr := tar.NewReader(strings.NewReader(string(b)))
-	for {
-		h, err := tr.Next()
-		if err != nil {
-			break
-		}
-		got = append(got, h.Name)
-	}
+	})
+	got := contextNames(t, dir)
 	want := []string{".dockerignore", "Dockerfile", "keep.log", "main.go", "sub/", "sub/c.txt"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("context holds %v, want %v", got, want)
@@ -176,34 +156,48 @@ func TestContextNeverHoldsGit(t *testing.T) {
 		if ignore != "" {
 			files[".dockerignore"] = ignore
 		}
-		for name, content := range files {
-			p := filepath.Join(dir, name)
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		b, err := contextBytes(dir, "Dockerfile")
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := tar.NewReader(strings.NewReader(string(b)))
-		var got []string
-		for {
-			h, err := tr.Next()
-			if err != nil {
-				break
-			}
-			got = append(got, h.Name)
-			if strings.Contains("/"+h.Name, "/.git") {
-				t.Errorf(".dockerignore %q: the context holds %s", ignore, h.Name)
+		writeTree(t, dir, files)
+		got := contextNames(t, dir)
+		for _, name := range got {
+			if strings.Contains("/"+name, "/.git") {
+				t.Errorf(".dockerignore %q: the context holds %s", ignore, name)
 			}
 		}
 		if !slices.Contains(got, "main.go") || !slices.Contains(got, "sub/a.txt") {
 			t.Errorf(".dockerignore %q: the context holds %v, want main.go and sub/a.txt in it", ignore, got)
 		}
+	}
+}
+
+// writeTree writes files (path: content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// contextNames lists the entries of the build context af sends for dir, in order.
+func contextNames(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := contextBytes(dir, "Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	tr := tar.NewReader(strings.NewReader(string(b)))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return got
+		}
+		got = append(got, h.Name)
 	}
 }
 
