@@ -55,7 +55,7 @@ type actEnv struct {
 	workerBinary []byte
 	// manifest is the example's af.yaml, its worker built from worker-image/ (the binary).
 	manifest string
-	env          map[string]string // the job's environment (besides GITHUB_API_URL)
+	env      map[string]string // the job's environment (besides GITHUB_API_URL)
 }
 
 func newActEnv(t *testing.T, enforcing bool) *actEnv {
