@@ -53,6 +53,7 @@ type actEnv struct {
 	kubeconfig   string
 	webImage     string
 	workerBinary []byte
+	workerPath   string // the worker's static binary
 	// manifest is the example's af.yaml, its worker built from worker-image/ (the binary).
 	manifest string
 	env      map[string]string // the job's environment (besides GITHUB_API_URL)
@@ -115,6 +116,7 @@ func newActEnv(t *testing.T, enforcing bool) *actEnv {
 	if err := h.ImportBinaryImage(ctx, a.webImage, bins["web"]); err != nil {
 		t.Fatal(err)
 	}
+	a.workerPath = bins["worker"]
 	if a.workerBinary, err = os.ReadFile(bins["worker"]); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +177,12 @@ func (a *actEnv) repository(t *testing.T, name string, files map[string]string) 
 // the secrets given and env besides a.env; it returns act's output.
 func (a *actEnv) run(t *testing.T, gh *githubtest.Server, repo, workflow, event string, payload []byte, secrets, env map[string]string) (string, error) {
 	t.Helper()
+	return a.runWith(t, gh, repo, workflow, event, payload, secrets, env, false)
+}
+
+// runWith is run, with env instead of a.env when only is set.
+func (a *actEnv) runWith(t *testing.T, gh *githubtest.Server, repo, workflow, event string, payload []byte, secrets, env map[string]string, only bool) (string, error) {
+	t.Helper()
 	ev := filepath.Join(a.work, fmt.Sprintf("event-%s-%d.json", event, time.Now().UnixNano()))
 	if err := os.WriteFile(ev, payload, 0o644); err != nil {
 		t.Fatal(err)
@@ -190,7 +198,11 @@ func (a *actEnv) run(t *testing.T, gh *githubtest.Server, repo, workflow, event 
 	for k, v := range secrets {
 		args = append(args, "-s", k+"="+v)
 	}
-	for _, m := range []map[string]string{a.env, env} {
+	envs := []map[string]string{a.env, env}
+	if only {
+		envs = envs[1:]
+	}
+	for _, m := range envs {
 		for k, v := range m {
 			args = append(args, "--env", k+"="+v)
 		}
