@@ -15,7 +15,6 @@ import (
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 )
 
@@ -123,14 +122,7 @@ func (r *run) runtime() (afruntime.Runtime, error) {
 	if r.d.Runtime != nil {
 		return r.d.Runtime(r.man, r.getenv, r.in.Context)
 	}
-	if r.man.Runtime.Provider != kubernetes.Name {
-		return nil, failure.Newf(failure.RuntimeCannot, "the action runs the kubernetes runtime; the manifest asks for %q", r.man.Runtime.Provider)
-	}
-	o, err := settings.Kubernetes(r.getenv, r.in.Context, r.logf)
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.New(o), nil
+	return settings.Runtime(r.getenv, r.man.Runtime.Provider, r.in.Context, r.logf)
 }
 
 // target names the environment and builds its runtime: what down and status do first.

@@ -94,6 +94,32 @@ func GateEnv(getenv func(string) string) map[string]string {
 
 // Kubernetes returns the Kubernetes runtime's options from af's environment; context is
 // --context, progress where the runtime says what it does.
+// Runtime is the one construction of a runtime for a manifest, with the options af's
+// environment gives: af up and its sibling commands, the action, the App and af reap all get
+// theirs here. provider is the manifest's runtime.provider ("" for the App and af reap, which
+// act on environments of any manifest: the kubernetes runtime).
+func Runtime(getenv func(string) string, provider, context string, progress afruntime.Progress) (afruntime.Runtime, error) {
+	switch provider {
+	case kubernetes.Name, "":
+	case "local":
+		return nil, failure.Newf(failure.Unavailable, "runtime.provider local is not available in this version: only the kubernetes runtime has landed")
+	default:
+		return nil, failure.Newf(failure.RuntimeCannot, "unknown runtime.provider %q", provider)
+	}
+	return NewKubernetes(getenv, context, progress)
+}
+
+// NewKubernetes is Runtime's kubernetes runtime, as itself: the App keeps its teardown journal
+// in the cluster through it.
+func NewKubernetes(getenv func(string) string, context string, progress afruntime.Progress) (*kubernetes.Runtime, error) {
+	o, err := Kubernetes(getenv, context, progress)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(o), nil
+}
+
+// Kubernetes reads the kubernetes runtime's options from af's environment.
 func Kubernetes(getenv func(string) string, context string, progress afruntime.Progress) (kubernetes.Options, error) {
 	info := version.Get(getenv)
 	o := kubernetes.Options{

@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/antifailure/af/failure"
 )
 
 func TestParseIngressController(t *testing.T) {
@@ -122,6 +125,20 @@ func TestApp(t *testing.T) {
 		_, err := App(env(c[0], c[1]))
 		if err == nil || !strings.Contains(err.Error(), "AF-GH-007") || !strings.Contains(err.Error(), c[0]) {
 			t.Errorf("%s=%q: %v", c[0], c[1], err)
+		}
+	}
+}
+
+// Runtime is the one construction: the same answer for a provider wherever af runs.
+func TestRuntimeForProvider(t *testing.T) {
+	getenv := func(string) string { return "" }
+	for provider, want := range map[string]*failure.Entry{"kubernetes": nil, "": nil, "local": failure.Unavailable, "nomad": failure.RuntimeCannot} {
+		rt, err := Runtime(getenv, provider, "", nil)
+		switch {
+		case want == nil && (err != nil || rt == nil || rt.Name() != "kubernetes"):
+			t.Errorf("%q: %v %v, want the kubernetes runtime", provider, rt, err)
+		case want != nil && !errors.Is(err, want):
+			t.Errorf("%q: %v, want %s", provider, err, want.Code)
 		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 	"github.com/antifailure/af/version"
 )
@@ -83,18 +82,7 @@ func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, 
 // Runtime returns the runtime the manifest asks for, with the options af's environment gives
 // (package settings).
 func Runtime(f *factory.Factory, m *manifest.Manifest) (afruntime.Runtime, error) {
-	switch m.Runtime.Provider {
-	case kubernetes.Name:
-	case "local":
-		return nil, failure.Newf(failure.Unavailable, "runtime.provider local is not available in this version: only the kubernetes runtime has landed")
-	default:
-		return nil, failure.Newf(failure.RuntimeCannot, "unknown runtime.provider %q", m.Runtime.Provider)
-	}
-	o, err := settings.Kubernetes(f.Getenv, f.Options.Context, Progress(f))
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.New(o), nil
+	return settings.Runtime(f.Getenv, m.Runtime.Provider, f.Options.Context, Progress(f))
 }
 
 // EngineImage says which engine image af deploys and where that choice came from.

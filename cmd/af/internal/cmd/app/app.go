@@ -13,7 +13,6 @@ import (
 	"github.com/antifailure/af/app"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 )
 
@@ -71,13 +70,12 @@ each with the delivery id. SIGTERM stops taking deliveries and gives in-flight t
 			if err != nil {
 				return err
 			}
-			ko, err := settings.Kubernetes(f.Getenv, f.Options.Context, func(format string, args ...any) {
+			rt, err := settings.NewKubernetes(f.Getenv, f.Options.Context, func(format string, args ...any) {
 				log.Info(fmt.Sprintf(format, args...), "delivery", "")
 			})
 			if err != nil {
 				return err
 			}
-			rt := kubernetes.New(ko)
 			var journal app.Journal
 			if s.Namespace != "" {
 				journal = rt.Records(s.Namespace, "teardown")

@@ -16,7 +16,6 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 )
 
@@ -158,22 +157,21 @@ func errorIf(err error, failed []string) error {
 // cluster is the Kubernetes runtime from af's settings, or the factory's runtime where a test
 // set one (it must list environments, as runtimetest.Fake does).
 func cluster(f *factory.Factory) (app.Cluster, error) {
+	var rt afruntime.Runtime
+	var err error
 	if f.Runtime != nil {
-		rt, err := f.Runtime(nil)
-		if err != nil {
-			return nil, err
-		}
-		c, ok := rt.(app.Cluster)
-		if !ok {
-			return nil, failure.Newf(failure.UsageInvalid, "af reap needs a runtime that lists environments; %s does not", rt.Name())
-		}
-		return c, nil
+		rt, err = f.Runtime(nil)
+	} else {
+		rt, err = settings.Runtime(f.Getenv, "", f.Options.Context, envtarget.Progress(f))
 	}
-	ko, err := settings.Kubernetes(f.Getenv, f.Options.Context, envtarget.Progress(f))
 	if err != nil {
 		return nil, err
 	}
-	return kubernetes.New(ko), nil
+	c, ok := rt.(app.Cluster)
+	if !ok {
+		return nil, failure.Newf(failure.UsageInvalid, "af reap needs a runtime that lists environments; %s does not", rt.Name())
+	}
+	return c, nil
 }
 
 // onlyRepository narrows the cluster's environments to one repository's.
