@@ -261,7 +261,7 @@ func TestPullFailed(t *testing.T) {
 		{"service, unreachable registry", pod("web-1", "web", "web", "r.test/web:1", "ErrImagePull", refused, false), []string{"service web (pod web-1, container web)", "r.test/web:1", "ErrImagePull", "connection refused", "af up --image"}},
 		{"gate, engine image missing", pod("web-2", "web", GateContainer, "ghcr.io/antifailure/af-engine:x", "ErrImagePull", "not found", true), []string{"the gate of service web (pod web-2, container af-gate)", "engine image", "AF_ENGINE_IMAGE"}},
 		{"sidecar", pod("af-sidecar-5", "", "sidecar", "ghcr.io/antifailure/af-engine:x", "InvalidImageName", "bad", false), []string{"the sidecar (pod af-sidecar-5", "engine image"}},
-		{"never pull", pod("af-probe", "", "probe", "e:1", "ErrImageNeverPull", "Container image \"e:1\" is not present with pull policy of Never", false), []string{"the probe (pod af-probe", "ErrImageNeverPull"}},
+		{"never pull", pod("af-probe", "af-probe", "probe", "e:1", "ErrImageNeverPull", "Container image \"e:1\" is not present with pull policy of Never", false), []string{"the probe (pod af-probe", "ErrImageNeverPull"}},
 		{"rate limited", pod("web-3", "web", "web", "r.test/web:1", "ErrImagePull", "429 Too Many Requests", false), nil},
 		{"back-off without its cause", pod("web-4", "web", "web", "r.test/web:1", "ImagePullBackOff", `Back-off pulling image "r.test/web:1"`, false), nil},
 		{"back-off with its cause", pod("web-5", "web", "web", "r.test/web:1", "ImagePullBackOff", `Failed to pull image "r.test/web:1": `+refused, false), []string{"ImagePullBackOff", "connection refused"}},

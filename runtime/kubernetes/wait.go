@@ -222,14 +222,14 @@ func pullFailed(pod *corev1.Pod) error {
 		}
 		workload := pod.Name
 		switch {
-		case pod.Labels[LabelService] != "" && cs.Name == GateContainer:
-			workload = "the gate of service " + pod.Labels[LabelService]
-		case pod.Labels[LabelService] != "":
-			workload = "service " + pod.Labels[LabelService]
 		case strings.HasPrefix(pod.Name, SidecarName):
 			workload = "the sidecar"
 		case strings.HasPrefix(pod.Name, ProbeName):
 			workload = "the probe"
+		case pod.Labels[LabelService] != "" && cs.Name == GateContainer:
+			workload = "the gate of service " + pod.Labels[LabelService]
+		case pod.Labels[LabelService] != "":
+			workload = "service " + pod.Labels[LabelService]
 		}
 		err := failure.Newf(failure.NotReady, "%s (pod %s, container %s): image %s cannot be pulled: %s: %s", workload, pod.Name, cs.Name, cs.Image, w.Reason, w.Message)
 		// The gate, and every container of af's own pods (their names start with af-, which no
