@@ -378,6 +378,9 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
+			if err := pullFailed(r.withPullCause(ctx, t, p)); err != nil {
+				return false, err // an image that cannot be pulled: the migration never starts
+			}
 			if cs := terminated(p, service); cs != nil {
 				podSucceeded = cs.ExitCode == 0
 				return true, nil
