@@ -133,7 +133,7 @@ jobs:
 	start := time.Now()
 	out, err = runPR("unpullable", 42, unpullable)
 	t.Logf("the unpullable pull request failed after %s", time.Since(start).Round(100*time.Millisecond))
-	if err == nil || !strings.Contains(out, "127.0.0.1:9/af-nothing:1 cannot be pulled") || strings.Contains(out, "ready after") {
+	if err == nil || !strings.Contains(out, "127.0.0.1:9/af-nothing:1 cannot be pulled") || strings.Contains(out, "ready after") || strings.Contains(out, "did not finish within") {
 		t.Fatalf("act: %v, want the step failed at once naming the image\n%s", err, out)
 	}
 	if c := gh.Comments(42); len(c) != 1 || !strings.Contains(strings.ReplaceAll(c[0].Body, "\\", ""), "127.0.0.1:9/af-nothing:1") {
