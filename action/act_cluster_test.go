@@ -57,6 +57,9 @@ type actEnv struct {
 	// manifest is the example's af.yaml, its worker built from worker-image/ (the binary).
 	manifest string
 	env      map[string]string // the job's environment (besides GITHUB_API_URL)
+	// localRepos stand in for actions from elsewhere: owner/name@ref → a local directory
+	// (act's --local-repository), so a workflow runs with its uses: lines as written.
+	localRepos map[string]string
 }
 
 func newActEnv(t *testing.T, enforcing bool) *actEnv {
@@ -197,6 +200,9 @@ func (a *actEnv) runWith(t *testing.T, gh *githubtest.Server, repo, workflow, ev
 		"--container-daemon-socket", "-", "--env", "GITHUB_API_URL=" + gh.URL}
 	for k, v := range secrets {
 		args = append(args, "-s", k+"="+v)
+	}
+	for k, v := range a.localRepos {
+		args = append(args, "--local-repository", k+"="+v)
 	}
 	envs := []map[string]string{a.env, env}
 	if only {
