@@ -158,7 +158,7 @@ func (a *actEnv) repository(t *testing.T, name string, files map[string]string) 
 			t.Fatal(err)
 		}
 		mode := os.FileMode(0o644)
-		if strings.HasSuffix(name, "/shop-worker") {
+		if strings.HasPrefix(filepath.Base(name), "shop-") {
 			mode = 0o755
 		}
 		if err := os.WriteFile(p, []byte(content), mode); err != nil {

@@ -42,7 +42,7 @@ gophase af-up-cli -run '^TestUpBuildsPublishesAndRuns$' ./cmd/af/internal/cmd/ro
 gophase runtime -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment|TestUpRefusedWithoutEnforcer|TestUpRefusedWithHoles)$' ./runtime/...
 # The GitHub Action under nektos/act: its own image in the private daemon, the GitHub stand-in,
 # this cluster (opened, synchronize, closed).
-gophase action-under-act -run '^TestActionUnderAct(Stock|ForkPath)?$' ./action/
+gophase action-under-act -run '^TestActionUnderAct(Stock|ForkPath|Documented)?$' ./action/
 # The GitHub App: closed deliveries, the reaper (lost webhook, expired TTL), namespaces that are
 # not its own left untouched, and a teardown that outlives an API server restart (last: the
 # API server is stopped and started again).

@@ -1,0 +1,118 @@
+package action_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/antifailure/af/github/githubtest"
+)
+
+// TestActionUnderActDocumented runs docs/github.md's one-workflow setup (preview) and its
+// teardown (preview-closed) as the page writes them, under act on the real cluster: only the
+// image references point at the test cluster's registry, and act runs the actions from
+// elsewhere (setup-buildx, login, build-push) as local stand-ins; the build-push
+// stand-in builds with the runner's daemon and pushes to that registry, as the real one pushes
+// to GHCR. The cluster is stock (no ingress-controller setting, the engine image by its
+// released name). A pull request from the repository's own branch comes up from the images the
+// workflow built, its URL answers, and closing it takes the environment down; a fork's
+// pull_request run is skipped by the job's if:, touching nothing.
+func TestActionUnderActDocumented(t *testing.T) {
+	a := newActEnv(t, true)
+	a.localRepos = localRepos(t, filepath.Join(a.work, "actions"))
+	example, err := os.ReadFile("../examples/shop/af.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	webBinary, err := os.ReadFile(filepath.Join(a.work, "shop-web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := func(bin string) string {
+		return "FROM scratch\nCOPY " + bin + " /" + bin + "\nUSER 65532:65532\nENTRYPOINT [\"/" + bin + "\"]\n"
+	}
+	repo := a.repository(t, "documented", map[string]string{
+		"af.yaml":                              string(example),
+		"web/Dockerfile":                       dockerfile("shop-web"),
+		"web/shop-web":                         string(webBinary),
+		"worker/Dockerfile":                    dockerfile("shop-worker"),
+		"worker/shop-worker":                   string(a.workerBinary),
+		".github/workflows/preview.yml":        docWorkflow(t, "preview", a.localRepos),
+		".github/workflows/preview-closed.yml": docWorkflow(t, "preview-closed", a.localRepos),
+	})
+	env := map[string]string{"DOCKER_HOST": a.dockerHost}
+	for k, v := range a.env {
+		if k != "AF_ENGINE_IMAGE" && k != "WEB_IMAGE" {
+			env[k] = v
+		}
+	}
+	const tok = "ghs_act_documented_token_0123456789"
+	gh := githubtest.New(t, tok)
+	gh.SetFile(strings.Repeat("b", 40), "af.yaml", string(example))
+	secrets := map[string]string{"GITHUB_TOKEN": tok, "AF_KUBECONFIG": a.kubeconfig}
+	const ns = "af-env-shop-pr-51"
+	t.Cleanup(func() {
+		_, _ = a.h.Kubectl(a.ctx, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true")
+	})
+	run := func(workflow, event string, payload []byte) string {
+		t.Helper()
+		out, err := a.runWith(t, gh, repo, workflow, event, payload, secrets, env, true)
+		if err != nil {
+			t.Fatalf("act %s %s: %v\n%s", workflow, event, err, out)
+		}
+		return out
+	}
+	head := strings.Repeat("5", 40)
+
+	// A fork's pull_request run: the job's if: skips it before any step.
+	out := run(".github/workflows/preview.yml", "pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 52, head, true))
+	if strings.Contains(out, "checkout stand-in") || strings.Contains(out, "build-push stand-in") || len(gh.Calls()) != 0 {
+		t.Fatalf("a fork's run was not skipped (GitHub calls %v):\n%s", gh.Calls(), out)
+	}
+
+	// The repository's own branch: built, pushed, up.
+	out = run(".github/workflows/preview.yml", "pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 51, head, false))
+	// (The checkout of the event's own commit is act's: it copies the repository.)
+	for _, want := range []string{
+		"login stand-in: registry=ghcr.io",
+		"build-push stand-in: web as " + a.env["REGISTRY"] + "/web:pr-51, push=true",
+		"build-push stand-in: worker as " + a.env["REGISTRY"] + "/worker:pr-51, push=true",
+		"ingress controller: IngressClass traefik",
+		"preview at http://shop-pr-51-web.preview.af.test",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the run's log lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, tok) {
+		t.Error("the token appears in the log")
+	}
+	c := gh.Comments(51)
+	if len(c) != 1 || !strings.Contains(strings.ReplaceAll(c[0].Body, "\\", ""), "Preview ready") {
+		t.Fatalf("comments %+v\n%s", c, out)
+	}
+	for _, svc := range []string{"web", "worker"} {
+		img, _ := a.h.Kubectl(a.ctx, "", "-n", ns, "get", "deploy", svc, "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+		if !strings.HasPrefix(img, a.env["REGISTRY"]+"/") || !strings.Contains(img, "@sha256:") {
+			t.Errorf("%s runs %q, want the workflow's build from %s, by digest", svc, img, a.env["REGISTRY"])
+		}
+	}
+	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, "http://"+a.h.IngressHTTP+"/healthz", nil)
+	req.Host = "shop-pr-51-web.preview.af.test"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the preview URL through the ingress controller: %v %v", err, resp)
+	}
+	resp.Body.Close()
+
+	// Closed: the documented teardown takes it down.
+	out = run(".github/workflows/preview-closed.yml", "pull_request_target", githubtest.PullRequestEvent(t, "closed", "acme/shop", 51, head, false))
+	if got, _ := a.h.Kubectl(a.ctx, "", "get", "ns", ns, "--ignore-not-found", "-o", "jsonpath={.status.phase}"); strings.TrimSpace(got) == "Active" {
+		t.Fatalf("namespace %s still active after the documented teardown:\n%s", ns, out)
+	}
+	if c := gh.Comments(51); len(c) != 1 || !strings.Contains(c[0].Body, "removed") {
+		t.Fatalf("comments after teardown %+v", c)
+	}
+}
