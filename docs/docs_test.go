@@ -445,6 +445,8 @@ var ciNeeds = []struct {
 	{"networking.k8s.io", "ingresses", []string{"create", "patch"}, "server-side apply of the preview Ingresses (ingress.go)"},
 	{"", "secrets", []string{"create", "patch"}, "server-side apply of the sidecar's configuration, the database URL and the pull secret (sidecar.go, images.go)"},
 	{"", "services", []string{"get", "create", "patch"}, "the Services and holds (sidecar.go, services.go, holds.go); the resolver's and default/kubernetes (namespace.go, ranges.go)"},
+	{"", "resourcequotas", []string{"get", "create", "patch", "delete"}, "the environment's quota: server-side apply, its status, removed when no controller takes it up (quota.go, status.go)"},
+	{"", "limitranges", []string{"create", "patch"}, "server-side apply of the environment's limit range (quota.go)"},
 	{"apps", "deployments", []string{"get", "list", "create", "patch"}, "the sidecar and the services, their readiness and status (sidecar.go, services.go, wait.go, status.go)"},
 	{"batch", "jobs", []string{"get", "create", "delete"}, "migrations (services.go, wait.go)"},
 	{"", "pods", []string{"get", "list", "create", "delete"}, "the probe pod, waits and status (probe.go, wait.go, status.go), and across namespaces the capacity preflight and the ingress controller's pods (preflight.go, ingressctl.go)"},

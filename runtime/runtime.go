@@ -140,6 +140,22 @@ type Status struct {
 	ExpiresAt   *time.Time      `json:"expires_at,omitempty"`
 	Probe       *gate.Result    `json:"probe,omitempty"`
 	Services    []ServiceStatus `json:"services"`
+	// Quota is what the environment's pods hold against its quota, when it has one.
+	Quota *Quota `json:"quota,omitempty"`
+}
+
+// Quota is the environment's resource quota as the cluster counts it: what its pods hold now
+// (used) against the ceiling (hard), as quantities (5, 1300m, 1536Mi).
+type Quota struct {
+	Pods   QuotaFigure `json:"pods"`
+	CPU    QuotaFigure `json:"cpu"`    // the sum of the pods' CPU limits
+	Memory QuotaFigure `json:"memory"` // the sum of the pods' memory limits
+}
+
+// QuotaFigure is one resource of a quota.
+type QuotaFigure struct {
+	Used string `json:"used"`
+	Hard string `json:"hard"`
 }
 
 // ServiceStatus is one service's state.

@@ -92,6 +92,9 @@ type env struct {
 	Cluster []netip.Prefix
 	// PullSecret names the image pull secret every pod gets, when the registry needs one.
 	PullSecret string
+	// Ceilings are the manifest's limits: the quota, the limit range and the sidecar's CPU
+	// limit are made from them (quota.go).
+	Ceilings ceilings
 	// Holds are the hold addresses (ClusterIP:port) of the workloads that have one, by
 	// holdName; a pod of a workload with none starts once its gate passes.
 	Holds map[string]string

@@ -118,6 +118,7 @@ func TestPreflightOnTheCluster(t *testing.T) {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "services", "secrets", "pods"}, Verbs: all},
 			{APIGroups: []string{""}, Resources: []string{"pods/log"}, Verbs: []string{"get"}},
+			{APIGroups: []string{""}, Resources: []string{"resourcequotas", "limitranges"}, Verbs: all},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: all},
 			{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: all},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "ingresses"}, Verbs: all},

@@ -27,6 +27,9 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, e
 		return nil, err
 	}
 	if _, err := pods.Create(ctx, e.probePod(), metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+		if quotaRefused(err) {
+			return nil, quotaFailure("the probe", err.Error())
+		}
 		return nil, apiError(t.c, "creating the probe pod", err)
 	}
 	defer func() {

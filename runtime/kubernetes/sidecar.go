@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -203,10 +202,7 @@ func (e *env) sidecarDeployment(configHash string) *appsv1.Deployment {
 				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(sidecarControlPort)}},
 				PeriodSeconds: 1, FailureThreshold: 3,
 			},
-			Resources: corev1.ResourceRequirements{
-				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-			},
+			Resources: e.Ceilings.sidecarResources(),
 		}},
 		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: SidecarConfigName}}}},
 	}

@@ -53,6 +53,9 @@ func (r *Runtime) Status(ctx context.Context, ref afruntime.Ref) (*afruntime.Sta
 			st.Probe = &res
 		}
 	}
+	if st.Quota, err = readQuota(ctx, t); err != nil {
+		return nil, err
+	}
 	deps, err := t.c.cs.AppsV1().Deployments(t.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
 	if err != nil {
 		return nil, apiError(t.c, "listing deployments", err)
@@ -179,6 +182,14 @@ func (r *Runtime) Inventory(ctx context.Context) ([]afruntime.Resource, error) {
 			{"Pod", func() ([]metav1.Object, error) {
 				l, err := c.cs.CoreV1().Pods(ns.Name).List(ctx, sel)
 				return objects(l, err, func(l *corev1.PodList) []corev1.Pod { return l.Items })
+			}},
+			{"ResourceQuota", func() ([]metav1.Object, error) {
+				l, err := c.cs.CoreV1().ResourceQuotas(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *corev1.ResourceQuotaList) []corev1.ResourceQuota { return l.Items })
+			}},
+			{"LimitRange", func() ([]metav1.Object, error) {
+				l, err := c.cs.CoreV1().LimitRanges(ns.Name).List(ctx, sel)
+				return objects(l, err, func(l *corev1.LimitRangeList) []corev1.LimitRange { return l.Items })
 			}},
 			{"Ingress", func() ([]metav1.Object, error) {
 				l, err := c.cs.NetworkingV1().Ingresses(ns.Name).List(ctx, sel)

@@ -46,6 +46,10 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 	if err != nil {
 		return nil, err
 	}
+	ceil, err := ceilingsOf(t.m.Limits)
+	if err != nil {
+		return nil, failure.New(failure.ManifestInvalid, err.Error(), err)
+	}
 	res = &afruntime.Result{Environment: t.id, Namespace: t.ns, Context: t.c.context}
 	tl := newTimeline()
 	defer func() {
@@ -109,10 +113,14 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			e = &env{
 				ID: t.id, Namespace: t.ns, Manifest: t.m, Images: images, EngineImage: proxyImage,
 				GateEnv: r.opts.GateEnv, Domain: r.opts.ClusterDomain, IPv6: r.opts.IPv6, Resolver: resolver,
-				HasDatabase: dbURL != "", Cluster: ranges.Prefixes, timeline: tl,
+				HasDatabase: dbURL != "", Cluster: ranges.Prefixes, Ceilings: ceil, timeline: tl,
 				negativeControl: r.opts.negativeControl,
 			}
 			e.IngressFrom = ingressCtl
+			// The ceilings before any pod: the limit range sizes every container made after it.
+			if err := r.ensureCeilings(ctx, t, e); err != nil {
+				return false, err
+			}
 			for _, np := range e.policies() {
 				if _, err := apply(ctx, t.c, t.c.cs.NetworkingV1().NetworkPolicies(t.ns), "networking.k8s.io/v1", "NetworkPolicy", np.Name, np); err != nil {
 					return false, err

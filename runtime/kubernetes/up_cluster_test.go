@@ -637,7 +637,9 @@ func firstJob(t *testing.T, f *fixture, ns string) string {
 }
 
 // TestReplicasAndResources: replicas become instances, all ready before up returns; sizes
-// become equal requests and limits (Guaranteed), a dimension not named is in neither map.
+// become equal requests and limits (Guaranteed), a dimension not named is in neither map af
+// sends, and the namespace's limit range gives it the ceiling (limits, default 1 CPU and 1Gi)
+// as its limit and a small request (10m, 16Mi).
 func TestReplicasAndResources(t *testing.T) {
 	f := setup(t)
 	requireEnforcer(t, f.h)
@@ -705,11 +707,30 @@ func TestReplicasAndResources(t *testing.T) {
 			}
 		}
 	}
+	// What runs: the limit range fills in what af did not send, the gate as the application.
+	for name, want := range map[string]string{
+		"sized":  "limits=[cpu=50m memory=32Mi] requests=[cpu=50m memory=32Mi]",
+		"memory": "limits=[cpu=1 memory=48Mi] requests=[cpu=10m memory=48Mi]",
+		"plain":  "limits=[cpu=1 memory=1Gi] requests=[cpu=10m memory=16Mi]",
+	} {
+		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=" + name + "," + LabelWorkload + "=" + WorkloadService})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("pods of %s: %v", name, err)
+		}
+		for _, p := range pods.Items {
+			for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+				r := c.Resources
+				if got := fmt.Sprintf("limits=%s requests=%s", rl(r.Limits), rl(r.Requests)); got != want {
+					t.Errorf("pod %s/%s: %s, want %s", p.Name, c.Name, got, want)
+				}
+			}
+		}
+	}
 	st, err := rt.Status(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"sized": "3/3 50m 32Mi", "memory": "1/1  48Mi", "plain": "1/1  "}
+	want := map[string]string{"sized": "3/3 50m 32Mi", "memory": "1/1 1 48Mi", "plain": "1/1 1 1Gi"}
 	for _, s := range st.Services {
 		if got := fmt.Sprintf("%d/%d %s %s", s.Ready, s.Desired, s.CPU, s.Memory); got != want[s.Name] {
 			t.Errorf("status %s: %q, want %q", s.Name, got, want[s.Name])

@@ -63,7 +63,9 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 	var ready int
 	var fail error
 	var sel map[string]string
-	var why string // what the pods say now, shown with each heartbeat
+	var why string           // what the pods say now, shown with each heartbeat
+	var stuckSince time.Time // since when a quota refusal will not clear by waiting
+	var refused string       // the quota's refusal of the instances, when there is one
 	err := poll(ctx, timeout, func(el time.Duration) {
 		if why != "" {
 			r.progress(ctx).Printf("  %s: %d/%d ready (%s): %s", name, ready, want, el, why)
@@ -90,10 +92,25 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 			return true, nil
 		}
 		why = diag.why
+		if refused = quotaRefusal(d); refused != "" {
+			why = "instances refused by the namespace's quota: " + refused
+			switch {
+			case !r.quotaStuck(ctx, t, refused):
+				stuckSince = time.Time{}
+			case stuckSince.IsZero():
+				stuckSince = time.Now()
+			case time.Since(stuckSince) >= quotaPatience:
+				fail = quotaFailure(deploymentWords(name), refused)
+				return true, nil
+			}
+		}
 		return false, nil
 	})
 	if fail != nil {
 		return fail
+	}
+	if errors.Is(err, errTimeout) && refused != "" {
+		return quotaFailure(deploymentWords(name), refused)
 	}
 	if errors.Is(err, errTimeout) {
 		diag, derr := r.diagnose(ctx, t, sel)
@@ -361,6 +378,8 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	// with backoffLimit 0, one completion and restartPolicy Never, that container's end is the
 	// Job's.
 	podSucceeded := false
+	var stuckSince time.Time // since when a quota refusal of its pod will not clear by waiting
+	var refused string       // the quota's refusal of its pod, when there is one
 	err := poll(ctx, timeout, func(el time.Duration) {
 		r.progress(ctx).Printf("  migration of %s: running (%s)", service, el)
 	}, func() (bool, error) {
@@ -375,6 +394,19 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		pods, err := t.c.cs.CoreV1().Pods(t.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
 		if err != nil {
 			return false, apiError(t.c, "listing the migration's pods", err)
+		}
+		refused = ""
+		if len(pods.Items) == 0 {
+			// No pod: the quota may refuse it (the Job says so only in an event).
+			if refused = r.jobQuotaRefusal(ctx, t, name); refused != "" && r.quotaStuck(ctx, t, refused) {
+				if stuckSince.IsZero() {
+					stuckSince = time.Now()
+				} else if time.Since(stuckSince) >= quotaPatience {
+					return false, quotaFailure("the migration of "+service, refused)
+				}
+			} else {
+				stuckSince = time.Time{}
+			}
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
@@ -395,6 +427,9 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		}
 		return false, nil
 	})
+	if errors.Is(err, errTimeout) && refused != "" {
+		return quotaFailure("the migration of "+service, refused)
+	}
 	if errors.Is(err, errTimeout) {
 		d, _ := r.diagnose(ctx, t, map[string]string{"job-name": name})
 		return failure.Newf(failure.NotReady, "migration of %s (job %s) did not finish within %s: %s", service, name, timeout, d.why)

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/antifailure/af/gate"
 	afruntime "github.com/antifailure/af/runtime"
@@ -106,6 +109,7 @@ func Status(w io.Writer, st *afruntime.Status) {
 		fmt.Fprintf(w, ", expires %s", st.ExpiresAt.UTC().Format("2006-01-02 15:04 MST"))
 	}
 	fmt.Fprintln(w)
+	Quota(w, st.Quota)
 	urls := map[string]string{}
 	for _, s := range st.Services {
 		if s.URL != "" {
@@ -123,6 +127,52 @@ func Status(w io.Writer, st *afruntime.Status) {
 			fmt.Fprintf(w, "%s failed: `af logs %s --previous` shows its last lines\n", s.Name, s.Name)
 		}
 	}
+}
+
+// Quota writes the environment's quota on one line, used/hard: pods, then the pods' CPU and
+// memory limits. Nothing when there is none.
+func Quota(w io.Writer, q *afruntime.Quota) {
+	if q == nil {
+		return
+	}
+	fmt.Fprintf(w, "quota: pods %s/%s, cpu %s/%s, memory %s/%s\n",
+		quantity(q.Pods.Used, plain), quantity(q.Pods.Hard, plain),
+		quantity(q.CPU.Used, cores), quantity(q.CPU.Hard, cores),
+		quantity(q.Memory.Used, binary), quantity(q.Memory.Hard, binary))
+}
+
+// quantity writes a Kubernetes quantity with how; as it is when it does not parse.
+func quantity(s string, how func(resource.Quantity) string) string {
+	if s == "" {
+		return "-"
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return s
+	}
+	return how(q)
+}
+
+func plain(q resource.Quantity) string { return q.String() }
+
+// cores writes CPU in cores: 1300m is 1.3, 14 is 14.
+func cores(q resource.Quantity) string {
+	return strconv.FormatFloat(float64(q.MilliValue())/1000, 'f', -1, 64)
+}
+
+// binary writes memory in the largest binary unit it is at least one of, to one decimal:
+// 1600Mi is 1.6Gi, 15Gi is 15Gi.
+func binary(q resource.Quantity) string {
+	v := float64(q.Value())
+	for _, u := range []struct {
+		name string
+		size float64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if v >= u.size {
+			return strconv.FormatFloat(float64(int64(v/u.size*10+0.5))/10, 'f', -1, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(q.Value(), 10)
 }
 
 func dash(s string) string {

@@ -67,7 +67,9 @@ func TestGolden(t *testing.T) {
 		"probe-escaped":  func(b *bytes.Buffer) { Probe(b, escaped) },
 		"probe-noanswer": func(b *bytes.Buffer) { Probe(b, noAnswer) },
 		"status-running": func(b *bytes.Buffer) {
-			Status(b, &afruntime.Status{Environment: "shop-pr-1", Namespace: "af-env-shop-pr-1", Exists: true, ExpiresAt: &expires, Probe: contained(), Services: services})
+			Status(b, &afruntime.Status{Environment: "shop-pr-1", Namespace: "af-env-shop-pr-1", Exists: true, ExpiresAt: &expires, Probe: contained(), Services: services,
+				Quota: &afruntime.Quota{Pods: afruntime.QuotaFigure{Used: "5", Hard: "14"}, CPU: afruntime.QuotaFigure{Used: "1300m", Hard: "14"},
+					Memory: afruntime.QuotaFigure{Used: "1600Mi", Hard: "15Gi"}}})
 		},
 		"status-no-verdict": func(b *bytes.Buffer) {
 			Status(b, &afruntime.Status{Environment: "shop-pr-1", Namespace: "af-env-shop-pr-1", Exists: true, Services: services})

@@ -1,5 +1,5 @@
 // Package status implements `af status`: each service's ready and desired instances and the
-// size read off its running pods, and the environment's probe verdict.
+// size read off its running pods, the environment's probe verdict and its quota.
 package status
 
 import (
@@ -18,7 +18,8 @@ func NewCmdStatus(f *factory.Factory) *cobra.Command {
 		Short: "Show each service's ready instances and applied size, and the probe's verdict",
 		Long: `Reads the environment as it runs now: per service, ready/desired instances, the CPU and
 memory read off the running pods (not the spec that was sent), the last exit code of a service
-that exited, and the verdict of the environment's probe. An environment that does not exist
+that exited, the verdict of the environment's probe, and what its pods hold against the
+namespace's quota (pods, CPU and memory limits, used/hard). An environment that does not exist
 is reported as such, with exit 0.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
