@@ -120,6 +120,13 @@ jobs:
 	if r, _ := a.h.Kubectl(a.ctx, "", "-n", "af-env-shop-pr-41", "get", "deploy", "worker", "-o", "jsonpath={.spec.replicas}"); strings.TrimSpace(r) != "1" {
 		t.Errorf("worker runs %q replicas, want the base branch's limit 1", r)
 	}
+	// The ceilings are in place as cluster objects too: the base branch's, whatever the pull
+	// request asked for.
+	q, err := a.h.Kubectl(a.ctx, "", "-n", "af-env-shop-pr-41", "get", "resourcequota,limitrange", "af-ceilings", "-o",
+		`jsonpath={range .items[*]}{.kind} {.spec.hard.pods} {.status.used.pods} {.spec.limits[0].default.cpu}{"\n"}{end}`)
+	if err != nil || !strings.Contains(q, "ResourceQuota ") || !strings.Contains(q, "LimitRange   1") {
+		t.Errorf("the environment's ResourceQuota and LimitRange af-ceilings: %v\n%s", err, q)
+	}
 	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, "http://"+a.h.IngressHTTP+"/healthz", nil)
 	req.Host = "shop-pr-41-web.preview.af.test"
 	resp, err := http.DefaultClient.Do(req)
