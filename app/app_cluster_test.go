@@ -51,6 +51,16 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 	fx.rt = kubernetes.New(kubernetes.Options{Kubeconfig: h.Kubeconfig, DownTimeout: 3 * time.Minute,
 		Progress: func(format string, args ...any) { t.Logf("af: "+format, args...) }})
 	// The teardown journal in ConfigMaps of a namespace of the test's own, as in af-system.
+	// A previous test's may still be terminating: nothing can be created in it (a Lease).
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		ns, err := kube.CoreV1().Namespaces().Get(context.Background(), journalNS, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp == nil) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s still terminating: %v", journalNS, err)
+		}
+	}
 	if _, err := kube.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: journalNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -170,7 +180,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		squatter := fx.environment(t, "af-env-shop-pr-102", "", 0, time.Time{}, false, 1)
 		start := time.Now()
 		for _, n := range []int{101, 102} {
-			if code := post(t, fx.srv.Handler(), fmt.Sprintf("c-%d", n), closedPayload(t, n, n == 101)); code != http.StatusAccepted {
+			if code := post(t, fx.srv.Handler(), fmt.Sprintf("c-%d", n), fx.s.closed(t, n, n == 101)); code != http.StatusAccepted {
 				t.Fatal(code)
 			}
 		}
@@ -261,11 +271,23 @@ func TestAppOnTheCluster(t *testing.T) {
 				t.Errorf("can %s %s configmaps in %s: %q, want %s", sa, c.verb, c.ns, strings.TrimSpace(out), c.want)
 			}
 		}
+		// The leader election's Lease: af-app in af-system only.
+		for _, c := range []struct{ verb, what, ns, want string }{
+			{"create", "leases.coordination.k8s.io", "af-system", "yes"}, {"get", "leases.coordination.k8s.io/af-app", "af-system", "yes"},
+			{"update", "leases.coordination.k8s.io/af-app", "af-system", "yes"}, {"update", "leases.coordination.k8s.io/other", "af-system", "no"},
+			{"create", "leases.coordination.k8s.io", "default", "no"},
+		} {
+			out, _ := fx.h.Kubectl(ctx, "", "auth", "can-i", c.verb, c.what, "-n", c.ns, "--as", sa)
+			if strings.TrimSpace(out) != c.want {
+				t.Errorf("can %s %s %s in %s: %q, want %s", sa, c.verb, c.what, c.ns, strings.TrimSpace(out), c.want)
+			}
+		}
 		path, err := fx.h.KubeconfigAs(ctx, "af-system", "af-app", t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
 		fx.s.preview(t, 108)
+		fx.s.closed(t, 108, false) // closed on GitHub: the teardown reads it again
 		fx.environment(t, "af-env-shop-pr-108", testRepo, 108, time.Time{}, true, 1)
 		// As the App runs it: the pool, its journal in af-system, all with the account's token.
 		asApp := kubernetes.New(kubernetes.Options{Kubeconfig: path, DownTimeout: 3 * time.Minute})
@@ -312,7 +334,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code := post(t, first.Handler(), "c-109", closedPayload(t, 109, true)); code != http.StatusAccepted {
+		if code := post(t, first.Handler(), "c-109", fx.s.closed(t, 109, true)); code != http.StatusAccepted {
 			t.Fatal(code)
 		}
 		<-cut.removed
@@ -344,7 +366,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		fx.s.preview(t, 107)
 		// The pod ignores SIGTERM for 20s: the namespace is terminating when the API server goes.
 		fx.environment(t, "af-env-shop-pr-107", testRepo, 107, time.Time{}, true, 20)
-		if code := post(t, fx.srv.Handler(), "c-107", closedPayload(t, 107, false)); code != http.StatusAccepted {
+		if code := post(t, fx.srv.Handler(), "c-107", fx.s.closed(t, 107, false)); code != http.StatusAccepted {
 			t.Fatal(code)
 		}
 		waitFor(t, time.Minute, func() bool {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -193,5 +196,101 @@ func TestBenchAppTable(t *testing.T) {
 	}
 	if depth == 0 {
 		t.Fatalf("no teardown was queued behind the load: the run measured no queueing")
+	}
+}
+
+// maxBody is a signed pull_request closed delivery as large as the App reads (a description
+// padded until the body is just under MaxBody), and its signature.
+func maxBody(b *testing.B) ([]byte, string) {
+	b.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(benchBodies(b, 1)[0], &m); err != nil {
+		b.Fatal(err)
+	}
+	pr := m["pull_request"].(map[string]any)
+	pr["body"] = ""
+	small, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pr["body"] = strings.Repeat("x", MaxBody-1024-len(small))
+	body, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(body) > MaxBody {
+		b.Fatalf("%d bytes: over MaxBody", len(body))
+	}
+	return body, delivery.Sign(secret, body)
+}
+
+// BenchmarkWebhookConcurrentMaxBodies: 32 signed deliveries of the largest size the App reads
+// (just under 25 MB) sent at once through the App's real handler, in-flight limit included,
+// with the limit at its default (4) and effectively off (64). It reports the most heap in use
+// seen while they were handled (runtime.ReadMemStats every 2ms), against the Deployment's
+// 256Mi memory limit. Nothing is asserted about time or memory: the figure is the output.
+func BenchmarkWebhookConcurrentMaxBodies(b *testing.B) {
+	body, sig := maxBody(b)
+	const clients = 32
+	for _, limit := range []int{DefaultMaxInFlight, 64} {
+		b.Run(fmt.Sprintf("max-in-flight=%d", limit), func(b *testing.B) {
+			srv, err := New(Config{Secret: secret, Cluster: newMemCluster(), MaxInFlight: limit, InFlightWait: 10 * time.Minute, ReapInterval: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer srv.Close(context.Background())
+			h := srv.Handler()
+			runtime.GC()
+			var base runtime.MemStats
+			runtime.ReadMemStats(&base)
+			var peak uint64
+			stop, sampled := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(sampled)
+				var ms runtime.MemStats
+				for {
+					runtime.ReadMemStats(&ms)
+					peak = max(peak, ms.HeapInuse)
+					select {
+					case <-stop:
+						return
+					case <-time.After(2 * time.Millisecond):
+					}
+				}
+			}()
+			var bad atomic.Int64
+			var last atomic.Value
+			b.SetBytes(int64(len(body)) * clients)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var wg sync.WaitGroup
+				for k := range clients {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+						r.Header.Set("Content-Type", "application/json")
+						r.Header.Set("X-GitHub-Event", "pull_request")
+						r.Header.Set("X-GitHub-Delivery", fmt.Sprintf("big-%d-%d-%d", limit, i, k))
+						r.Header.Set(delivery.SignatureHeader, sig)
+						w := httptest.NewRecorder()
+						h.ServeHTTP(w, r)
+						if w.Code != http.StatusAccepted {
+							bad.Add(1)
+							last.Store(fmt.Sprintf("%d %s", w.Code, w.Body.String()))
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			b.StopTimer()
+			close(stop)
+			<-sampled
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(base.HeapInuse)/(1<<20), "base-heap-MB")
+			if n := bad.Load(); n > 0 {
+				b.Fatalf("%d of %d deliveries not accepted; the last: %v", n, clients*b.N, last.Load())
+			}
+		})
 	}
 }

@@ -210,6 +210,22 @@ func (g *GitHub) Installation(ctx context.Context, repository string) (int64, er
 	return inst.GetID(), nil
 }
 
+// Forget drops what is cached for repository and installation (0: none) after GitHub refused
+// it: the next Reporter looks the installation up again and mints a new token. The sweep's
+// repository-to-installation cache would otherwise keep an installation removed or replaced
+// (the App reinstalled) until the App restarts.
+func (g *GitHub) Forget(repository string, installation int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id, ok := g.repoInst[strings.ToLower(repository)]; ok {
+		delete(g.installs, id)
+	}
+	delete(g.repoInst, strings.ToLower(repository))
+	if installation != 0 {
+		delete(g.installs, installation)
+	}
+}
+
 // Reporter returns a Reporter for repository, through installation (0: looked up) for an App.
 func (g *GitHub) Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error) {
 	var c *github.Client

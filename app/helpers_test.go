@@ -108,18 +108,41 @@ func (s *standin) preview(t *testing.T, n int) {
 	s.SetPull(n, "open", strings.Repeat("a", 40), false)
 }
 
+// closed closes pull request n on the stand-in, as GitHub has it when it sends the delivery,
+// and returns the delivery (closedPayload).
+func (s *standin) closed(t *testing.T, n int, merged bool) []byte {
+	t.Helper()
+	s.SetPull(n, "closed", strings.Repeat("a", 40), merged)
+	return closedPayload(t, n, merged)
+}
+
 // closedPayload is a real-shaped pull_request closed delivery for pull request n, from the
 // App's installation, checked against GitHub's webhook schema.
 func closedPayload(t *testing.T, n int, merged bool) []byte {
 	t.Helper()
+	return prPayload(t, "closed", n, merged)
+}
+
+// pullPayload is a real-shaped pull_request delivery of action (reopened, opened…) for pull
+// request n, open.
+func pullPayload(t *testing.T, action string, n int) []byte {
+	t.Helper()
+	return prPayload(t, action, n, false)
+}
+
+func prPayload(t *testing.T, action string, n int, merged bool) []byte {
+	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(githubtest.PullRequestEvent(t, "closed", testRepo, n, strings.Repeat("a", 40), false), &m); err != nil {
+	if err := json.Unmarshal(githubtest.PullRequestEvent(t, action, testRepo, n, strings.Repeat("a", 40), false), &m); err != nil {
 		t.Fatal(err)
 	}
 	m["installation"] = map[string]any{"id": testInstallation, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNzc="}
 	pr, _ := m["pull_request"].(map[string]any)
-	pr["merged"], pr["state"] = merged, "closed"
-	return githubtest.ValidateEvent(t, "pull_request", "closed", m)
+	pr["merged"], pr["state"] = merged, "open"
+	if action == "closed" {
+		pr["state"] = "closed"
+	}
+	return githubtest.ValidateEvent(t, "pull_request", action, m)
 }
 
 // memCluster holds environments in memory, for the tests of what the App does around the
@@ -130,11 +153,12 @@ type memCluster struct {
 	downs   map[string]int
 	downFor time.Duration
 	fail    map[string]int // namespace → Downs left to fail
+	tries   map[string]int // namespace → Downs called, failed ones too
 	down    bool
 }
 
 func newMemCluster(envs ...afruntime.Environment) *memCluster {
-	c := &memCluster{envs: map[string]afruntime.Environment{}, downs: map[string]int{}, fail: map[string]int{}}
+	c := &memCluster{envs: map[string]afruntime.Environment{}, downs: map[string]int{}, fail: map[string]int{}, tries: map[string]int{}}
 	for _, e := range envs {
 		c.envs[e.Namespace] = e
 	}
@@ -163,6 +187,7 @@ func (c *memCluster) Environments(_ context.Context, f afruntime.Filter) ([]afru
 
 func (c *memCluster) Down(_ context.Context, ref afruntime.Ref) error {
 	c.mu.Lock()
+	c.tries[ref.Namespace]++
 	if c.fail[ref.Namespace] > 0 {
 		c.fail[ref.Namespace]--
 		c.mu.Unlock()
@@ -184,6 +209,13 @@ func (c *memCluster) Reachable(context.Context) error {
 		return fmt.Errorf("connection refused")
 	}
 	return nil
+}
+
+// downCount is how many times Down was called for namespace ns, failed calls too.
+func (c *memCluster) downCount(ns string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tries[ns]
 }
 
 func (c *memCluster) left() int {

@@ -32,17 +32,31 @@ type Pool struct {
 	Sleep     func(ctx context.Context, d time.Duration) error
 	// Journal, when set (before the first Enqueue), keeps what is started or left.
 	Journal Journal
+	// MaxAge bounds a teardown's life (default 7 days): one recorded longer ago than that is
+	// dead-lettered, and a dead-lettered record is deleted MaxAge after it died.
+	MaxAge time.Duration
+	// OnDead, when set, is told of each teardown dead-lettered (metrics); OnFailure of each
+	// failed attempt, by FailureReason.
+	OnDead    func(t Teardown)
+	OnFailure func(reason string)
+	// Now is the clock (tests).
+	Now func() time.Time
 
 	mu      sync.Mutex
 	ready   []Teardown          // waiting for a worker, oldest first
 	pending map[string]Teardown // per key, one more after the one running
 	running map[string]bool
+	stop    map[string]bool // running teardowns cancelled: no further attempt
 	closed  bool
 	cut     []Teardown // cancelled by Close while running: left recorded
-	wake    chan struct{}
-	wg      sync.WaitGroup
-	ctx     context.Context
-	cancel  context.CancelFunc
+	backlog struct {   // the journal as the last Resume read it
+		records int
+		oldest  time.Time
+	}
+	wake   chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // NewPool starts workers workers running exec.
@@ -54,7 +68,7 @@ func NewPool(workers int, exec Executor, log *slog.Logger) *Pool {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{exec: exec, workers: workers, log: log, pending: map[string]Teardown{}, running: map[string]bool{},
+	p := &Pool{exec: exec, workers: workers, log: log, pending: map[string]Teardown{}, running: map[string]bool{}, stop: map[string]bool{},
 		wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}
 	for i := 0; i < workers; i++ {
 		p.wg.Add(1)
@@ -81,6 +95,9 @@ func merge(a, b Teardown) Teardown {
 	if a.InstallationID == 0 {
 		a.InstallationID = b.InstallationID
 	}
+	if !b.Recorded.IsZero() && (a.Recorded.IsZero() || b.Recorded.Before(a.Recorded)) {
+		a.Recorded = b.Recorded
+	}
 	return a
 }
 
@@ -90,6 +107,9 @@ var ErrClosed = errors.New("the teardown pool is shutting down")
 // Enqueue queues t. A teardown for a pull request already waiting is merged into it (teardown
 // is idempotent); one for a pull request being torn down waits until that one ends.
 func (p *Pool) Enqueue(t Teardown) error {
+	if t.Recorded.IsZero() {
+		t.Recorded = p.now()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -112,6 +132,31 @@ func (p *Pool) Enqueue(t Teardown) error {
 	p.ready = append(p.ready, t)
 	p.signal()
 	return nil
+}
+
+// Cancel drops the waiting teardown of the pull request (queued, or waiting behind a running
+// one) and returns whether there was one; one retrying makes no further attempt. An attempt
+// under way is not interrupted: it read the pull request's state before it removed anything.
+func (p *Pool) Cancel(repository string, pullRequest int) bool {
+	k := key(Teardown{Repository: repository, PullRequest: pullRequest})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, dropped := p.pending[k]
+	delete(p.pending, k)
+	if p.running[k] {
+		p.stop[k], dropped = true, true
+	}
+	for i, r := range p.ready {
+		if key(r) == k {
+			p.ready = append(p.ready[:i], p.ready[i+1:]...)
+			dropped = true
+			break
+		}
+	}
+	if dropped {
+		p.log.Info("teardown cancelled: the pull request was reopened", "delivery", "", "repository", repository, "pull_request", pullRequest)
+	}
+	return dropped
 }
 
 // Depth is how many teardowns wait (not counting those running).
@@ -171,6 +216,7 @@ func (p *Pool) work() {
 		p.mu.Lock()
 		k := key(t)
 		delete(p.running, k)
+		delete(p.stop, k)
 		if more, ok := p.pending[k]; ok {
 			delete(p.pending, k)
 			p.ready = append(p.ready, more)
@@ -195,8 +241,16 @@ func (p *Pool) run(t Teardown) {
 	}
 	wait := base
 	for i := 1; ; i++ {
+		if p.stopped(t) {
+			p.log.Info("teardown stopped before its next attempt: the pull request was reopened", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
+			return
+		}
+		if age := p.now().Sub(t.Recorded); !t.Recorded.IsZero() && age > p.maxAge() {
+			p.deadLetter(t, "max-age", fmt.Errorf("asked for %s ago, more than the %s a teardown may take", age.Round(time.Second), p.maxAge()))
+			return
+		}
 		start := time.Now()
-		err := p.record(p.ctx, t)
+		err := p.Record(p.ctx, t)
 		if err == nil {
 			err = p.exec(p.ctx, t)
 		}
@@ -210,6 +264,14 @@ func (p *Pool) run(t Teardown) {
 			p.cut = append(p.cut, t)
 			p.mu.Unlock()
 			p.log.Warn("teardown cut short by shutdown; its record stays for the next run", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "attempt", i, "error", err.Error())
+			return
+		}
+		if p.OnFailure != nil {
+			p.OnFailure(FailureReason(err))
+		}
+		var pe *PermanentError
+		if errors.As(err, &pe) {
+			p.deadLetter(t, pe.Reason, err)
 			return
 		}
 		if i >= attempts {
@@ -234,8 +296,51 @@ func (p *Pool) run(t Teardown) {
 	}
 }
 
-// record writes t to the journal under its key.
-func (p *Pool) record(ctx context.Context, t Teardown) error {
+// deadLetter ends t for good: its record is kept, marked dead, for the operator to see (it is
+// never run again, and deleted MaxAge later), and one log line names the pull request and why.
+func (p *Pool) deadLetter(t Teardown, reason string, err error) {
+	t.Dead, t.DeadAt = reason, p.now()
+	p.log.Error("teardown dead-lettered: it will not be tried again", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest,
+		"namespace", t.Namespace, "reason", reason, "error", err.Error())
+	if p.Journal != nil {
+		if err := p.Record(p.ctx, t); err != nil {
+			p.log.Warn("the dead-lettered teardown's record could not be written", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest, "error", err.Error())
+		}
+	}
+	if p.OnDead != nil {
+		p.OnDead(t)
+	}
+}
+
+// stopped says whether t was cancelled while running, and forgets it.
+func (p *Pool) stopped(t Teardown) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := key(t)
+	if !p.stop[k] {
+		return false
+	}
+	delete(p.stop, k)
+	return true
+}
+
+func (p *Pool) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Pool) maxAge() time.Duration {
+	if p.MaxAge > 0 {
+		return p.MaxAge
+	}
+	return 7 * 24 * time.Hour
+}
+
+// Record writes t to the journal under its key: before the delivery that asked for it is
+// answered (the intake), and again before each attempt.
+func (p *Pool) Record(ctx context.Context, t Teardown) error {
 	if p.Journal == nil {
 		return nil
 	}
@@ -270,14 +375,17 @@ func (p *Pool) Resume(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the teardown journal: %w", err)
 	}
+	now := p.now()
+	live, oldest := 0, time.Time{}
+	var expired []Teardown
 	keys := make([]string, 0, len(recs))
 	for k := range recs {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if p.closed {
+		p.mu.Unlock()
 		return 0, ErrClosed
 	}
 	n := 0
@@ -288,7 +396,21 @@ func (p *Pool) Resume(ctx context.Context) (int, error) {
 			_ = p.Journal.Delete(ctx, k)
 			continue
 		}
+		if t.Dead != "" {
+			if now.Sub(t.DeadAt) > p.maxAge() {
+				_ = p.Journal.Delete(ctx, k) // kept for the operator long enough
+			}
+			continue
+		}
+		live++
+		if !t.Recorded.IsZero() && (oldest.IsZero() || t.Recorded.Before(oldest)) {
+			oldest = t.Recorded
+		}
 		if p.busy(k) {
+			continue
+		}
+		if !t.Recorded.IsZero() && now.Sub(t.Recorded) > p.maxAge() {
+			expired = append(expired, t)
 			continue
 		}
 		p.ready = append(p.ready, t)
@@ -298,7 +420,23 @@ func (p *Pool) Resume(ctx context.Context) (int, error) {
 	if n > 0 {
 		p.signal()
 	}
+	p.backlog.records, p.backlog.oldest = live, oldest
+	p.mu.Unlock()
+	for _, t := range expired {
+		p.deadLetter(t, "max-age", fmt.Errorf("asked for %s ago, more than the %s a teardown may take", now.Sub(t.Recorded).Round(time.Second), p.maxAge()))
+	}
 	return n, nil
+}
+
+// Backlog is the journal as the last Resume read it: the records not dead-lettered, and the
+// age of the oldest (0 when there is none).
+func (p *Pool) Backlog() (records int, oldest time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.backlog.oldest.IsZero() {
+		return p.backlog.records, 0
+	}
+	return p.backlog.records, p.now().Sub(p.backlog.oldest)
 }
 
 // busy says whether a teardown of key k is queued, waiting or running (p.mu held).
@@ -379,7 +517,7 @@ func (p *Pool) Close(ctx context.Context) int {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, t := range left {
-		switch err := p.record(rctx, t); {
+		switch err := p.Record(rctx, t); {
 		case p.Journal == nil:
 			p.log.Warn("teardown left at shutdown, not recorded (no journal); the reaper removes its namespace, its comment stays as it was", "delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
 		case err != nil:

@@ -35,6 +35,10 @@ type Sweep struct {
 	// until a later sweep can ask.
 	Errors []string `json:"errors,omitempty"`
 	DryRun bool     `json:"dry_run,omitempty"`
+	// Live counts the environments found by repository, and Oldest is the age of each
+	// repository's oldest (metrics).
+	Live   map[string]int           `json:"-"`
+	Oldest map[string]time.Duration `json:"-"`
 }
 
 // Reaper sweeps.
@@ -79,6 +83,17 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 		return s, err
 	}
 	s.Checked = len(envs)
+	s.Live, s.Oldest = map[string]int{}, map[string]time.Duration{}
+	for _, e := range envs {
+		repo := e.Repository
+		if repo == "" {
+			repo = "(none)"
+		}
+		s.Live[repo]++
+		if age := s.At.Sub(e.Created); !e.Created.IsZero() && age > s.Oldest[repo] {
+			s.Oldest[repo] = age
+		}
+	}
 	sort.Slice(envs, func(i, j int) bool { return envs[i].Namespace < envs[j].Namespace })
 	byRepo := map[string][]afruntime.Environment{}
 	for _, e := range envs {

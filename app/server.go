@@ -1,6 +1,8 @@
 package app
 
-// The App's server: POST /webhook, /healthz, /readyz and /metrics on one listener; the
+// The App's server: POST /webhook on one listener, behind the in-flight limit (limit.go), and
+// /healthz, /readyz and /metrics on another, or on the same when Config.Manage is nil
+// (manage.go); the
 // teardown pool; the reaper every interval and once at start, each sweep first resuming the
 // journal's teardowns (a previous run's, and those that ran out of attempts); graceful shutdown
 // that stops taking deliveries, lets in-flight teardowns finish within a grace period and
@@ -9,14 +11,14 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/antifailure/af/failure"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures the App.
@@ -42,6 +44,24 @@ type Config struct {
 	Journal Journal
 	// Hook is the teardowner's (tests).
 	Hook func(namespace string, start bool)
+	// Manage, when set, is the listener Run serves the management routes on (ManageHandler:
+	// /healthz, /readyz, /metrics); nil serves them on the webhook's listener too.
+	Manage net.Listener
+	// MaxInFlight bounds the webhook requests handled at once, each body up to MaxBody
+	// (default 4: 100 MB of bodies); InFlightWait is how long a request waits for a slot
+	// before it is answered 503 (default 10s, bounded by its own context).
+	MaxInFlight  int
+	InFlightWait time.Duration
+	// Lead, when set, runs run while this replica holds the leadership (a Lease), and returns
+	// when ctx ends or the leadership is lost. Every replica takes deliveries in (the intake
+	// records them); only the leader runs teardowns and sweeps. Without Lead this replica
+	// always leads (one replica, or tests).
+	Lead func(ctx context.Context, run func(ctx context.Context)) error
+	// ResumeInterval is how often the leader reads the journal for teardowns other replicas
+	// took in (default 5s): the most a delivery to a follower waits before its teardown starts.
+	ResumeInterval time.Duration
+	// MaxAge bounds a teardown's life before it is dead-lettered (default 7 days; the pool's).
+	MaxAge time.Duration
 }
 
 // Server is a configured App.
@@ -52,11 +72,14 @@ type Server struct {
 	Metrics *Metrics
 	Reaper  *Reaper
 	webhook *Webhook
-	mux     *http.ServeMux
+	intake  *Intake
+	// isLeader says whether this replica leads now (metrics, tests).
+	isLeader atomic.Bool
+	mux      *http.ServeMux
 
-	readyMu sync.Mutex
-	readyAt time.Time
-	readyOK error
+	manage *http.ServeMux // ManageHandler's routes (manage.go)
+	limit  *limiter       // the webhook's in-flight limit (limit.go)
+	readyz readiness      // /readyz's last answer (manage.go)
 }
 
 // New checks cfg and returns the App, its workers started. Close (or Run's end) stops them.
@@ -72,6 +95,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 25 * time.Second
+	}
+	if cfg.ResumeInterval <= 0 {
+		cfg.ResumeInterval = 5 * time.Second
 	}
 	log := cfg.Log
 	if log == nil {
@@ -89,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.Pool = NewPool(cfg.Workers, x.Run, log)
-	s.Pool.Attempts, s.Pool.Base, s.Pool.Max = cfg.Attempts, cfg.Base, cfg.Max
+	s.Pool.Attempts, s.Pool.Base, s.Pool.Max, s.Pool.MaxAge = cfg.Attempts, cfg.Base, cfg.Max, cfg.MaxAge
 	if cfg.Journal == nil {
 		cfg.Journal = &MemoryJournal{}
 		s.cfg.Journal = cfg.Journal
@@ -97,92 +123,74 @@ func New(cfg Config) (*Server, error) {
 	s.Pool.Journal = cfg.Journal
 	s.Metrics = NewMetrics(s.Pool.Depth, remaining)
 	x.Observe = s.Metrics.Teardown
-	wh.queue = s.Pool
+	s.Pool.OnDead = func(t Teardown) { s.Metrics.DeadLetter(t.Dead) }
+	s.Pool.OnFailure = s.Metrics.Failure
+	s.Metrics.JournalFuncs(func() int { n, _ := s.Pool.Backlog(); return n }, func() time.Duration { _, d := s.Pool.Backlog(); return d })
+	s.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "af_app_leader",
+		Help: "1 while this replica leads (runs the teardowns and the sweeps), else 0."},
+		func() float64 {
+			if s.isLeader.Load() {
+				return 1
+			}
+			return 0
+		}))
+	s.intake = NewIntake(s.Pool)
+	if cfg.Lead == nil {
+		s.intake.Lead(true) // the only replica: its pool runs what it takes in, with or without Run
+	}
+	wh.queue = s.intake
 	wh.Observe = s.Metrics.Delivery
 	s.webhook = wh
 	s.Reaper = &Reaper{Cluster: cfg.Cluster, Queue: s.Pool, Log: log, Observe: s.Metrics.Sweep}
 	if cfg.GitHub != nil {
 		s.Reaper.GitHub = cfg.GitHub
 	}
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhook", wh)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", s.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.Metrics.Registry, promhttp.HandlerOpts{}))
-	s.mux = mux
+	s.mux, s.manage = s.routes(wh)
 	return s, nil
 }
 
-// Handler is the App's HTTP handler.
+// Handler is the App's public HTTP handler: POST /webhook, behind the in-flight limit. The
+// management routes are ManageHandler's.
 func (s *Server) Handler() http.Handler { return s.mux }
-
-// ready answers /readyz: the cluster answers and the App's credentials mint a token. A
-// success is remembered for 30 seconds, so probes do not spend GitHub's rate limit.
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	s.readyMu.Lock()
-	defer s.readyMu.Unlock()
-	if s.readyAt.IsZero() || s.readyOK != nil || time.Since(s.readyAt) > 30*time.Second {
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		defer cancel()
-		s.readyOK = s.cfg.Cluster.Reachable(ctx)
-		if s.readyOK == nil && s.cfg.GitHub != nil {
-			s.readyOK = s.cfg.GitHub.Check(ctx)
-		}
-		s.readyAt = time.Now()
-	}
-	if s.readyOK != nil {
-		http.Error(w, "not ready: "+s.readyOK.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ready")
-}
 
 // Run serves on ln until ctx ends, sweeping every interval, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
+	srv := &http.Server{Handler: s.publicHandler(), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
 		ErrorLog: slog.NewLogLogger(s.log.With("delivery", "").Handler(), slog.LevelWarn)}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	msrv := s.serveManage(errc) // nil without Config.Manage
 	s.log.Info("af app serving", "delivery", "", "addr", ln.Addr().String(), "workers", s.cfg.Workers, "reap_interval", s.cfg.ReapInterval.String())
-	sweepDone := make(chan struct{})
-	sweepCtx, stopSweeps := context.WithCancel(ctx)
-	go func() {
-		defer close(sweepDone)
-		t := time.NewTicker(s.cfg.ReapInterval)
-		defer t.Stop()
-		for {
-			if n, err := s.Pool.Resume(sweepCtx); err != nil {
-				if sweepCtx.Err() == nil {
-					s.log.Error("could not resume the recorded teardowns; the next sweep tries again", "delivery", "reaper", "error", err.Error())
-				}
-			} else if n > 0 {
-				s.log.Info("resumed recorded teardowns", "delivery", "reaper", "resumed", n)
-			}
-			if sw, err := s.Reaper.Sweep(sweepCtx); err != nil {
-				if sweepCtx.Err() == nil {
-					s.log.Error("sweep failed", "delivery", "reaper", "error", err.Error())
-				}
-			} else {
-				s.log.Info("sweep", "delivery", "reaper", "checked", sw.Checked, "removals", len(sw.Removals), "errors", len(sw.Errors))
-			}
-			select {
-			case <-sweepCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	var serveErr error
+	leadCtx, stopLeading := context.WithCancel(ctx)
+	leadDone := make(chan error, 1)
+	go func() { leadDone <- s.lead(leadCtx) }()
+	stopDeps := s.watchDependencies(ctx) // GitHub's and the cluster's health: metrics and logs
+	var serveErr, lost error
 	select {
 	case <-ctx.Done():
 	case serveErr = <-errc:
+	case lost = <-leadDone:
+		leadDone <- lost
 	}
-	stopSweeps()
-	<-sweepDone
+	stopLeading()
+	if err := <-leadDone; err != nil && lost == nil && ctx.Err() == nil {
+		lost = err
+	}
+	grace := s.cfg.Grace
+	if lost != nil {
+		// Another replica leads now, or will: what runs here is cut short at once (it stays
+		// recorded), so two replicas do not work on one teardown for longer than they must.
+		s.log.Error("no longer the leader: stopping; the pod restarts as a follower", "delivery", "", "error", lost.Error())
+		grace = 0
+	}
 	s.log.Info("shutting down: no new deliveries; in-flight teardowns get the grace period", "delivery", "", "grace", s.cfg.Grace.String())
-	shutCtx, cancel := context.WithTimeout(context.Background(), s.cfg.Grace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
+	if msrv != nil {
+		_ = msrv.Shutdown(shutCtx)
+	}
+	stopDeps()
 	left := s.Pool.Close(shutCtx)
 	if left > 0 {
 		s.log.Warn("teardowns left at shutdown; the next run resumes those recorded", "delivery", "", "left", left)
@@ -190,7 +198,81 @@ func (s *Server) Run(ctx context.Context, ln net.Listener) error {
 	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
 		return serveErr
 	}
+	if lost != nil {
+		return failure.New(failure.AppLeadershipLost, "the App lost its leadership lease", lost)
+	}
 	return nil
+}
+
+// lead runs the leader's work (teardowns, resumes, sweeps) while this replica leads: always
+// without Config.Lead, else while Lead holds the lease. It returns nil when ctx ends, and an
+// error when the leadership ended first.
+func (s *Server) lead(ctx context.Context) error {
+	lead := s.cfg.Lead
+	if lead == nil {
+		s.leading(ctx)
+		return nil
+	}
+	err := lead(ctx, s.leading)
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("the lease was lost")
+	}
+	return err
+}
+
+// leading is the leader's work until ctx ends: the journal resumed every ResumeInterval (the
+// teardowns other replicas took in, and those left or retried), the reaper's sweep every
+// ReapInterval and once at once.
+func (s *Server) leading(ctx context.Context) {
+	s.log.Info("leading: this replica runs the teardowns and the sweeps", "delivery", "")
+	s.isLeader.Store(true)
+	s.intake.Lead(true)
+	defer func() {
+		s.intake.Lead(false)
+		s.isLeader.Store(false)
+	}()
+	resume := func() {
+		if n, err := s.Pool.Resume(ctx); err != nil {
+			if ctx.Err() == nil {
+				s.log.Error("could not resume the recorded teardowns; trying again", "delivery", "reaper", "error", err.Error())
+			}
+		} else if n > 0 {
+			s.log.Info("resumed recorded teardowns", "delivery", "reaper", "resumed", n)
+		}
+	}
+	sweep := time.NewTicker(s.cfg.ReapInterval)
+	defer sweep.Stop()
+	resumes := time.NewTicker(s.cfg.ResumeInterval)
+	defer resumes.Stop()
+	for first := true; ; first = false {
+		resume()
+		if first {
+			s.sweep(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-resumes.C:
+		case <-sweep.C:
+			resume()
+			s.sweep(ctx)
+		}
+	}
+}
+
+// sweep runs the reaper once and gives the metrics what it saw.
+func (s *Server) sweep(ctx context.Context) {
+	sw, err := s.Reaper.Sweep(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error("sweep failed", "delivery", "reaper", "error", err.Error())
+		}
+		return
+	}
+	s.log.Info("sweep", "delivery", "reaper", "checked", sw.Checked, "removals", len(sw.Removals), "errors", len(sw.Errors))
 }
 
 // Close stops the workers (for a Server used through Handler without Run).

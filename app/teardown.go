@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -51,22 +52,38 @@ type Teardowner struct {
 }
 
 // Run tears t down. It is idempotent: what is already gone is skipped, a comment already
-// rewritten is left as it is.
+// rewritten is left as it is. Before it removes anything it reads the pull request again: an
+// open one (reopened since the delivery that asked for this, which may be late, replayed or
+// retried) loses nothing, unless its time ran out (ReasonExpired). A pull request or
+// repository GitHub no longer has, or a repository the App is no longer installed on, ends
+// the teardown as a PermanentError once the environments its labels name are removed.
 func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 	start := time.Now()
 	log := x.log().With("delivery", t.Delivery, "repository", t.Repository, "pull_request", t.PullRequest)
+	result := "ok"
 	defer func() {
 		if x.Observe != nil {
-			result := "ok"
 			if err != nil {
 				result = "error"
 			}
 			x.Observe(time.Since(start), result)
 		}
 	}()
+	var rep *report.Reporter
+	state := ""
+	if x.GitHub != nil && t.PullRequest != 0 && t.Repository != "" {
+		if rep, state, err = x.readPull(ctx, t, log); err != nil {
+			return &stepError{side: "github", err: err}
+		}
+		if state == "open" && t.Reason != report.ReasonExpired {
+			log.Info("the pull request is open again (reopened after it was closed): nothing is removed")
+			result = "open"
+			return nil
+		}
+	}
 	envs, err := x.Cluster.Environments(ctx, afruntime.Filter{Repository: t.Repository, PullRequest: t.PullRequest})
 	if err != nil {
-		return err
+		return &stepError{side: "cluster", err: err}
 	}
 	var removed []afruntime.Environment
 	for _, e := range envs {
@@ -87,22 +104,26 @@ func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 			x.Hook(e.Namespace, false)
 		}
 		if err != nil {
-			return err
+			return &stepError{side: "cluster", err: err}
 		}
 		removed = append(removed, e)
 	}
 	if len(removed) == 0 {
 		log.Info("no environment of this pull request is left on the cluster")
 	}
-	if x.GitHub == nil || t.PullRequest == 0 || t.Repository == "" {
+	switch state {
+	case "gone", "uninstalled":
+		what := "GitHub no longer has the pull request or its repository"
+		if state == "uninstalled" {
+			what = "the App is no longer installed on the repository (or it is gone)"
+		}
+		return &PermanentError{Reason: state, Err: fmt.Errorf("%s: its environments were removed by their labels (%d), nothing can be reported", what, len(removed))}
+	}
+	if rep == nil {
 		return nil
 	}
 	unlock := x.repos.lock(strings.ToLower(t.Repository)) // never two mutations at once per repository
 	defer unlock()
-	rep, err := x.GitHub.Reporter(ctx, t.Repository, t.InstallationID)
-	if err != nil {
-		return err
-	}
 	f := &report.Facts{State: report.Gone, Repository: t.Repository, PullRequest: t.PullRequest, At: x.now(), Reason: t.Reason}
 	if len(removed) > 0 {
 		f.Environment, f.Namespace = removed[0].ID, removed[0].Namespace
@@ -114,7 +135,53 @@ func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 		log.Info("comment rewritten", "comment", res.CommentURL)
 	}
 	log.Info("deployments marked inactive", "deployments", res.Deactivated, "environment", report.Environment(t.PullRequest))
-	return err
+	if gone(err) {
+		return &PermanentError{Reason: "gone", Err: err}
+	}
+	if err != nil {
+		return &stepError{side: "github", err: err}
+	}
+	return nil
+}
+
+// forgetter is a Reporters that caches installations and can drop one GitHub refused.
+type forgetter interface {
+	Forget(repository string, installation int64)
+}
+
+// readPull reads pull request t.PullRequest through a reporter of its repository. state is
+// "open" or "closed"; "gone" when GitHub answers that the pull request or its repository does
+// not exist; "uninstalled" when the App has no installation on the repository. An
+// installation GitHub refuses (401, 404: the App reinstalled since the delivery, or the cached
+// one removed) is dropped from the cache and looked up again once.
+func (x *Teardowner) readPull(ctx context.Context, t Teardown, log *slog.Logger) (*report.Reporter, string, error) {
+	inst := t.InstallationID
+	for try := 0; ; try++ {
+		rep, err := x.GitHub.Reporter(ctx, t.Repository, inst)
+		if err == nil {
+			var pull report.Pull
+			if pull, err = rep.PullRequest(ctx, t.PullRequest); err == nil {
+				if pull.Open {
+					return rep, "open", nil
+				}
+				return rep, "closed", nil
+			}
+		}
+		status := githubStatus(err)
+		if f, ok := x.GitHub.(forgetter); ok && try == 0 && (status == http.StatusUnauthorized || status == http.StatusNotFound) {
+			f.Forget(t.Repository, inst)
+			log.Warn("GitHub refused the installation's token or found nothing; looking the installation up again", "installation", inst, "status", status)
+			inst = 0
+			continue
+		}
+		if gone(err) {
+			if rep == nil {
+				return nil, "uninstalled", nil
+			}
+			return nil, "gone", nil
+		}
+		return nil, "", err
+	}
 }
 
 func (x *Teardowner) log() *slog.Logger {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func TestClosedDeliveryTearsDown(t *testing.T) {
 	s.preview(t, 12)
 	c := newMemCluster(prEnv(12), prEnv(13))
 	srv := newServer(t, c, s, nil)
-	body := closedPayload(t, 12, true)
+	body := s.closed(t, 12, true)
 	for i := 0; i < 3; i++ {
 		if code := post(t, srv.Handler(), "delivery-12", body); code != http.StatusAccepted {
 			t.Fatalf("delivery %d: %d", i, code)
@@ -98,7 +99,7 @@ func TestHundredClosedAtOnce(t *testing.T) {
 	srv := newServer(t, c, s, ov.hook)
 	bodies := make([][]byte, 101)
 	for n := 1; n <= 100; n++ {
-		bodies[n] = closedPayload(t, n, n%2 == 0)
+		bodies[n] = s.closed(t, n, n%2 == 0)
 	}
 	before := patches(s)
 	var wg sync.WaitGroup
@@ -162,7 +163,7 @@ func TestRateLimitsWaitedOut(t *testing.T) {
 	srv := newServer(t, c, s, nil)
 	s.Limit("primary", "secondary", "429")
 	for _, n := range []int{5, 6} {
-		if code := post(t, srv.Handler(), fmt.Sprintf("rl-%d", n), closedPayload(t, n, false)); code != http.StatusAccepted {
+		if code := post(t, srv.Handler(), fmt.Sprintf("rl-%d", n), s.closed(t, n, false)); code != http.StatusAccepted {
 			t.Fatal(code)
 		}
 	}
@@ -201,16 +202,17 @@ func TestClusterErrorsRetried(t *testing.T) {
 	c := newMemCluster(prEnv(8))
 	c.fail["af-env-shop-pr-8"] = 3
 	srv := newServer(t, c, s, nil)
-	post(t, srv.Handler(), "retry-8", closedPayload(t, 8, false))
+	post(t, srv.Handler(), "retry-8", s.closed(t, 8, false))
 	drain(t, srv)
 	if c.left() != 0 || patches(s) != 1 {
 		t.Fatalf("%d left, %d edits", c.left(), patches(s))
 	}
 }
 
-// Credentials that are not the App's (another App id): GitHub refuses the JWT and readiness
-// says why.
-func TestWrongAppNotReady(t *testing.T) {
+// Credentials that are not the App's (another App id): GitHub refuses the JWT; the App stays
+// ready (deliveries are still accepted and recorded), and the dependency check says why, in
+// the gauge and the log.
+func TestWrongAppReadyDependencyDown(t *testing.T) {
 	s := newStandin(t)
 	_, pemBytes := appKey(t)
 	gh, err := NewGitHub(GitHubOptions{APIURL: s.URL, AppID: testAppID + 1, PrivateKey: pemBytes})
@@ -218,13 +220,23 @@ func TestWrongAppNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newMemCluster()
-	srv, err := New(Config{Secret: secret, Cluster: c, GitHub: gh})
+	var buf syncBuffer
+	srv, err := New(Config{Secret: secret, Cluster: c, GitHub: gh, Log: slog.New(slog.NewJSONHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer drain(t, srv)
-	w := get(srv.Handler(), "/readyz")
-	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "AF-GH-003") || !strings.Contains(w.Body.String(), "iss") {
+	if w := get(srv.ManageHandler(), "/readyz"); w.Code != http.StatusOK {
 		t.Fatalf("readyz: %d %s", w.Code, w.Body.String())
+	}
+	srv.checkDependencies(t.Context(), map[string]bool{})
+	m := get(srv.ManageHandler(), "/metrics").Body.String()
+	for _, want := range []string{`af_app_dependency_up{dependency="github"} 0`, `af_app_dependency_up{dependency="cluster"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if l := buf.String(); !strings.Contains(l, "AF-GH-003") || !strings.Contains(l, "iss") || !strings.Contains(l, `"dependency":"github"`) {
+		t.Fatalf("the log does not say why GitHub is down:\n%s", l)
 	}
 }

@@ -2,8 +2,12 @@
 // a teardown, the queue and workers that carry it out, and the reaper for what webhooks miss.
 //
 // This file is the endpoint: it verifies X-Hub-Signature-256 in constant time before it reads
-// anything else, bounds the body, reads JSON and form-encoded deliveries, de-duplicates on
-// X-GitHub-Delivery, acknowledges at once and hands the work to a queue.
+// anything else, bounds the body, reads JSON and form-encoded deliveries, hands a closed pull
+// request's teardown to the intake (which records it durably before the 202), and cancels a
+// waiting teardown when the pull request is reopened. Nothing here has to be exact about
+// repeats: a delivery id seen before is acknowledged without work as a cheap first filter, but
+// what makes a replay or a late delivery harmless is that the teardown reads the pull request's
+// state again before it removes anything.
 package app
 
 import (
@@ -16,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/delivery"
@@ -38,11 +43,23 @@ type Teardown struct {
 	Namespace string
 	// Reason says why: report.ReasonClosed, report.ReasonMerged or report.ReasonExpired.
 	Reason string
+	// Recorded is when the teardown was first asked for; a record older than the pool's
+	// MaxAge is dead-lettered.
+	Recorded time.Time `json:",omitzero"`
+	// Dead, when set, is why the teardown ended without succeeding (dead-lettered at DeadAt):
+	// its record stays for the operator until MaxAge has passed again, and it never runs again.
+	Dead   string    `json:",omitempty"`
+	DeadAt time.Time `json:",omitzero"`
 }
 
 // Queue takes teardowns; Enqueue must not block for long (the delivery waits on it).
 type Queue interface {
 	Enqueue(Teardown) error
+}
+
+// Canceler is a Queue that can drop the waiting teardown of a pull request that was reopened.
+type Canceler interface {
+	Cancel(repository string, pullRequest int) error
 }
 
 // Webhook is the POST /webhook handler.
@@ -70,6 +87,7 @@ func NewWebhook(secret []byte, q Queue, log *slog.Logger) (*Webhook, error) {
 // Outcome of one delivery, for logs and metrics.
 const (
 	Queued     = "queued"
+	Cancelled  = "cancelled"
 	Duplicate  = "duplicate"
 	Ignored    = "ignored"
 	Ack        = "acknowledged"
@@ -99,7 +117,10 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 	if r.Method != http.MethodPost {
 		return BadRequest, http.StatusMethodNotAllowed, "POST only"
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if r.ContentLength > MaxBody {
+		return BadRequest, http.StatusBadRequest, "the body is over 25 MB, the most GitHub sends: not a delivery"
+	}
+	body, err := readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -135,11 +156,23 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 		return BadRequest, http.StatusBadRequest, "the pull_request payload does not have GitHub's shape: " + err.Error()
 	}
 	*action = ev.Action
-	if ev.Action != "closed" {
+	if ev.Action != "closed" && ev.Action != "reopened" {
 		return Ignored, http.StatusNoContent, "" // the action brings environments up
 	}
 	if ev.PullRequest == nil || ev.Repository == nil || ev.Repository.FullName == "" || ev.Number < 1 {
 		return BadRequest, http.StatusBadRequest, "the pull_request payload names no repository or number"
+	}
+	if ev.Action == "reopened" {
+		// A teardown still waiting or retrying for it is dropped: the action brings the
+		// environment up again. One already running reads the state again and stops.
+		c, ok := h.queue.(Canceler)
+		if !ok {
+			return Ignored, http.StatusNoContent, ""
+		}
+		if err := c.Cancel(ev.Repository.FullName, ev.Number); err != nil {
+			return BadRequest, http.StatusServiceUnavailable, "the waiting teardown could not be cancelled: " + err.Error()
+		}
+		return Cancelled, http.StatusAccepted, ""
 	}
 	if !h.seen.add(delivery) {
 		return Duplicate, http.StatusAccepted, ""
@@ -157,6 +190,21 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 		return BadRequest, http.StatusServiceUnavailable, "the teardown queue refused the work: " + err.Error()
 	}
 	return Queued, http.StatusAccepted, ""
+}
+
+// readBody reads the body, at most MaxBody: into a buffer of its announced length when it has
+// one (GitHub's deliveries do), which holds a 25 MB body in 25 MB instead of the doubling
+// buffer io.ReadAll grows; else (chunked) with io.ReadAll.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rd := http.MaxBytesReader(w, r.Body, MaxBody)
+	if r.ContentLength <= 0 {
+		return io.ReadAll(rd)
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(rd, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 type pullRequestEvent struct {

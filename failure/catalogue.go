@@ -357,6 +357,19 @@ var (
 		Do: "The message names the setting. The webhook secret and the private key are the ones " +
 			"GitHub showed when the App was created (the App's settings page on GitHub).",
 	}
+	AppLeadershipLost = &Entry{
+		Code:  "AF-GH-008",
+		Title: "App leadership lost",
+		Exit:  ExitFailure,
+		Means: "This replica of the af GitHub App led (ran the teardowns and the sweeps, holding the " +
+			"Lease af-app in its namespace) and could no longer renew the lease: the API server did " +
+			"not answer in time, or another replica took it. It stopped at once so that two replicas " +
+			"never work as the leader together; what it was doing stays recorded, and the new " +
+			"leader resumes it. Deliveries are not lost: every replica records them.",
+		Do: "Nothing, if it is rare: the pod restarts as a follower. If it repeats, look at the API " +
+			"server's health and the pod's CPU throttling (the lease is renewed every 10s and lost " +
+			"after 15s without a renewal).",
+	}
 	Internal = &Entry{
 		Code:  "AF-RUN-099",
 		Title: "unexpected failure",
@@ -370,7 +383,7 @@ var (
 // Catalogue returns every entry, in code order.
 func Catalogue() []*Entry {
 	return []*Entry{
-		ActionInputInvalid, EventUnsupported, GitHubRequestFailed, RateLimited, ForkNotApproved, EgressNotApproved, AppConfigInvalid,
+		ActionInputInvalid, EventUnsupported, GitHubRequestFailed, RateLimited, ForkNotApproved, EgressNotApproved, AppConfigInvalid, AppLeadershipLost,
 		Unavailable, ClusterUnreachable, UsageInvalid, NotReady, ExitedDuringStart, MigrationFailed, Interrupted, BuildFailed,
 		ManifestUnreadable, ManifestInvalid, NameInvalid,
 		TeardownIncomplete, StillTerminating,

@@ -46,7 +46,7 @@ gophase action-under-act -run '^TestActionUnderAct(Stock|ForkPath|Documented)?$'
 # The GitHub App: closed deliveries, the reaper (lost webhook, expired TTL), namespaces that are
 # not its own left untouched, and a teardown that outlives an API server restart (last: the
 # API server is stopped and started again).
-gophase app-on-cluster -run '^TestAppOnTheCluster' ./app/
+gophase app-on-cluster -run '^(TestAppOnTheCluster|TestAppFailover)$' ./app/
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
 
 echo "== 1b. conformance on the enforcing cluster (make conformance)"

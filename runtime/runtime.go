@@ -84,6 +84,8 @@ type Environment struct {
 	Expires time.Time `json:"expires,omitzero"`
 	// Terminating is true while the runtime is already removing it.
 	Terminating bool `json:"terminating,omitempty"`
+	// Created is when the environment's namespace was made (zero when unknown).
+	Created time.Time `json:"created,omitzero"`
 }
 
 // ErrOtherRepository is the cause of a NamespaceNotOurs failure whose namespace holds an

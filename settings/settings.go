@@ -50,7 +50,9 @@ var Vars = []Var{
 	{Name: "AF_APP_PRIVATE_KEY_FILE", Meaning: "the GitHub App's private key, the .pem file GitHub issued", Default: ""},
 	{Name: "AF_APP_WEBHOOK_SECRET", Meaning: "the App's webhook secret; af app serve refuses to start without one", Default: ""},
 	{Name: "AF_APP_WEBHOOK_SECRET_FILE", Meaning: "a file holding the webhook secret (a mounted Secret), read when AF_APP_WEBHOOK_SECRET is not set", Default: ""},
-	{Name: "AF_APP_LISTEN", Meaning: "host:port af app serve listens on for /webhook, /healthz, /readyz and /metrics", Default: ":8080"},
+	{Name: "AF_APP_LISTEN", Meaning: "host:port af app serve takes GitHub's deliveries on (POST /webhook only): the port to expose", Default: ":8080"},
+	{Name: "AF_APP_MANAGE_LISTEN", Meaning: "host:port af app serve answers /healthz, /readyz and /metrics on (probes and Prometheus): not to be exposed", Default: ":8081"},
+	{Name: "AF_APP_MAX_IN_FLIGHT", Meaning: "webhook requests the App reads at once, from 1 to 64: each body may be 25 MB, so this bounds its memory; a request that finds none free for 10s gets 503", Default: "4"},
 	{Name: "AF_APP_WORKERS", Meaning: "teardowns the App runs at once", Default: "4"},
 	{Name: "AF_APP_NAMESPACE", Meaning: "the namespace the App keeps its teardown journal in (ConfigMaps af-record-teardown-*), so a teardown cut short by a restart is resumed; deploy/app sets it to the pod's own namespace. Unset: the journal is kept in memory only", Default: "—"},
 	{Name: "AF_APP_REAP_INTERVAL", Meaning: "the time between the App's reaper sweeps: the most a lost webhook costs", Default: "10m"},
@@ -230,6 +232,8 @@ type AppSettings struct {
 	PrivateKeyFile string
 	WebhookSecret  []byte
 	Listen         string
+	ManageListen   string
+	MaxInFlight    int
 	Workers        int
 	ReapInterval   time.Duration
 	RateWait       time.Duration
@@ -242,7 +246,7 @@ type AppSettings struct {
 // files are read here, so a missing one is reported before anything starts.
 func App(getenv func(string) string) (AppSettings, error) {
 	a := AppSettings{APIURL: getenv("AF_GITHUB_API_URL"), Token: getenv("AF_GITHUB_TOKEN"), Listen: getenv("AF_APP_LISTEN"),
-		Workers: 4, ReapInterval: 10 * time.Minute, RateWait: 5 * time.Minute, Authors: []string{api.ActionsBot}}
+		ManageListen: getenv("AF_APP_MANAGE_LISTEN"), MaxInFlight: 4, Workers: 4, ReapInterval: 10 * time.Minute, RateWait: 5 * time.Minute, Authors: []string{api.ActionsBot}}
 	bad := func(name, why string) error {
 		return failure.Newf(failure.AppConfigInvalid, "%s=%q: %s", name, getenv(name), why)
 	}
@@ -254,6 +258,14 @@ func App(getenv func(string) string) (AppSettings, error) {
 	}
 	if a.Listen == "" {
 		a.Listen = ":8080"
+	}
+	if a.ManageListen == "" {
+		a.ManageListen = ":8081"
+	}
+	if v := getenv("AF_APP_MAX_IN_FLIGHT"); v != "" {
+		if _, err := fmt.Sscan(v, &a.MaxInFlight); err != nil || a.MaxInFlight < 1 || a.MaxInFlight > 64 {
+			return a, bad("AF_APP_MAX_IN_FLIGHT", "not a number of requests from 1 to 64")
+		}
 	}
 	if v := getenv("AF_APP_ID"); v != "" {
 		var err error

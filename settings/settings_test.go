@@ -114,12 +114,16 @@ func TestApp(t *testing.T) {
 	if err != nil || a.Namespace != "af-system" || a.Workers != 8 || a.ReapInterval.String() != "2m0s" || a.Token != "t" || a.Listen != ":8080" {
 		t.Fatalf("%+v, %v", a, err)
 	}
-	if a, err := App(env()); err != nil || a.Namespace != "" || a.Workers != 4 {
+	if a, err := App(env()); err != nil || a.Namespace != "" || a.Workers != 4 || a.ManageListen != ":8081" || a.MaxInFlight != 4 {
 		t.Fatalf("defaults: %+v, %v", a, err)
+	}
+	if a, err := App(env("AF_APP_MANAGE_LISTEN", "127.0.0.1:9090", "AF_APP_MAX_IN_FLIGHT", "64")); err != nil || a.ManageListen != "127.0.0.1:9090" || a.MaxInFlight != 64 {
+		t.Fatalf("management address and in-flight limit: %+v, %v", a, err)
 	}
 	for _, c := range [][2]string{
 		{"AF_APP_NAMESPACE", "Af_System"}, {"AF_APP_NAMESPACE", strings.Repeat("a", 64)}, {"AF_APP_NAMESPACE", "-x"},
-		{"AF_APP_WORKERS", "0"}, {"AF_APP_WORKERS", "many"}, {"AF_APP_REAP_INTERVAL", "1s"}, {"AF_APP_ID", "-3"},
+		{"AF_APP_WORKERS", "0"}, {"AF_APP_WORKERS", "many"},
+		{"AF_APP_MAX_IN_FLIGHT", "0"}, {"AF_APP_MAX_IN_FLIGHT", "65"}, {"AF_APP_MAX_IN_FLIGHT", "lots"}, {"AF_APP_REAP_INTERVAL", "1s"}, {"AF_APP_ID", "-3"},
 		{"AF_GITHUB_RATE_WAIT", "soon"}, {"AF_APP_PRIVATE_KEY_FILE", filepath.Join(t.TempDir(), "none.pem")},
 	} {
 		_, err := App(env(c[0], c[1]))

@@ -43,6 +43,7 @@ func (r *Runtime) Environments(ctx context.Context, f afruntime.Filter) ([]afrun
 			Namespace:   ns.Name,
 			Repository:  ns.Annotations[AnnotationRepository],
 			Terminating: ns.DeletionTimestamp != nil,
+			Created:     ns.CreationTimestamp.UTC(),
 		}
 		if f.Repository != "" && !strings.EqualFold(e.Repository, f.Repository) {
 			continue // the label is lossy (lower case, cut to 63): the annotation decides
