@@ -3,6 +3,7 @@ package action_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,6 +230,19 @@ func (a *actEnv) runWith(t *testing.T, gh *githubtest.Server, repo, workflow, ev
 		t.Errorf("act's output shows the kubeconfig")
 	}
 	return string(out), err
+}
+
+// previewAnswers fails t unless host's preview answers /healthz with 200 through the ingress
+// controller.
+func (a *actEnv) previewAnswers(t *testing.T, host string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, "http://"+a.h.IngressHTTP+"/healthz", nil)
+	req.Host = host
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s through the ingress controller: %v %v", host, err, resp)
+	}
+	resp.Body.Close()
 }
 
 // actRepo is a repository run by act against the stand-in and the test cluster.

@@ -1,7 +1,6 @@
 package action_test
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,13 +98,7 @@ func TestActionUnderActDocumented(t *testing.T) {
 			t.Errorf("%s runs %q, want the workflow's build from %s, by digest", svc, img, a.env["REGISTRY"])
 		}
 	}
-	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, "http://"+a.h.IngressHTTP+"/healthz", nil)
-	req.Host = "shop-pr-51-web.preview.af.test"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the preview URL through the ingress controller: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	a.previewAnswers(t, "shop-pr-51-web.preview.af.test")
 
 	// Closed: the documented teardown takes it down.
 	out = run(".github/workflows/preview-closed.yml", "pull_request_target", githubtest.PullRequestEvent(t, "closed", "acme/shop", 51, head, false))

@@ -3,7 +3,6 @@ package action_test
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -127,13 +126,7 @@ jobs:
 	if err != nil || !strings.Contains(q, "ResourceQuota ") || !strings.Contains(q, "LimitRange   1") {
 		t.Errorf("the environment's ResourceQuota and LimitRange af-ceilings: %v\n%s", err, q)
 	}
-	req, _ := http.NewRequestWithContext(a.ctx, http.MethodGet, "http://"+a.h.IngressHTTP+"/healthz", nil)
-	req.Host = "shop-pr-41-web.preview.af.test"
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the preview URL through the ingress controller: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	a.previewAnswers(t, "shop-pr-41-web.preview.af.test")
 
 	// An image that cannot be pulled fails at once, naming it.
 	unpullable := strings.Replace(base, "    image: "+a.webImage+"\n", "    image: 127.0.0.1:9/af-nothing:1\n", 1)
