@@ -200,8 +200,19 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 	if err := engine.WriteTarball(archive, version.LocalEngineImage, img); err != nil {
 		return err
 	}
-	_, err = node.ImportImageOnce(ctx, h.dirs, archive, "engine-"+digest.Hex)
-	return err
+	imported, err := node.ImportImageOnce(ctx, h.dirs, archive, "engine-"+digest.Hex)
+	if err != nil || !imported {
+		return err
+	}
+	// And where a pull finds it, as GitHub's registry serves the release: the node's
+	// containerd takes ghcr.io from the local registry. A kubelet that verifies an image's
+	// pull credentials (KubeletEnsureSecretPulledImages) pulls it again for a pod with pull
+	// secrets once another such pod has pulled the same image: that pull must succeed.
+	released := strings.TrimPrefix(version.LocalEngineImage, "ghcr.io/")
+	if _, err := node.PushImage(ctx, h.dirs, archive, version.LocalEngineImage, released); err != nil {
+		return fmt.Errorf("the engine image by its released name in the local registry: %w", err)
+	}
+	return nil
 }
 
 // Internet is the fake internet's plan: its addresses and names, the same wherever it runs
