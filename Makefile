@@ -94,8 +94,8 @@ bench-app: ## the App's webhook server under load on loopback next to a bare net
 # (hack/shop-images.sh, which also exports the gate's and the ingress controller's addresses for
 # af), then the table (internal/benchup). RUNS (default 3) rounds; DENY=drop|reject: how the
 # enforcer answers a denied packet, for the run.
-bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster; DENY=drop|reject: how the enforcer answers)
-	@. hack/lib.sh; afcluster ensure -enforcer kube-router >/dev/null; \
+bench-up: build ## af up/down of the example next to kubectl apply+wait of the same Deployments (local cluster; DENY=drop|reject: how the enforcer answers; ENFORCER=kube-router|kube-network-policies)
+	@. hack/lib.sh; afcluster ensure -enforcer $(ENFORCER) >/dev/null; \
 	  af=$$PWD/$(BIN)/af work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; . hack/shop-images.sh >/dev/null; \
 	  AF_BENCH=1 AF_BENCH_IMAGES="web=$$web_image worker=$$worker_image" \
 	  $(GO) test -count=1 -timeout 60m -run '^TestBenchUpTable$$' -v ./internal/benchup/

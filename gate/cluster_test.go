@@ -15,7 +15,7 @@ import (
 	"github.com/antifailure/af/version"
 )
 
-// TestGatedPodsOnTheCluster starts pods on the real test cluster (kube-router enforcing) whose
+// TestGatedPodsOnTheCluster starts pods on the real test cluster (an enforcer enforcing) whose
 // application container probes the fake internet from its first millisecond, and checks that
 // behind the gate no packet of application code gets there, counted where it would arrive. An
 // ungated pod in a namespace without policies proves the counter and the route work; ungated

@@ -2,7 +2,8 @@
 # make conformance: the conformance roster and the startup proof against a Kubernetes cluster,
 # as one go test -json report, read by the verdict reader (af conformance verify).
 #
-#   hack/conformance.sh                   the local test cluster (kube-router); started when it is
+#   hack/conformance.sh                   the local test cluster (ENFORCER, default kube-router;
+#                                         the running one if it has that enforcer); started when it is
 #                                         not running, and then taken down again at the end. The
 #                                         reader must accept, with no behaviour skipped.
 #   hack/conformance.sh --expect-refusal [--escape BEHAVIOUR]...
@@ -41,7 +42,7 @@ if [ "${AF_CONFORMANCE_EXTERNAL:-}" != 1 ]; then
 	if [ "$expect" = accept ]; then
 		if ! afcluster env >/dev/null 2>&1; then started=1; fi
 		if [ -n "$started" ]; then trap 'echo "== taking the test cluster down"; afcluster down || true' EXIT; fi
-		afcluster ensure -enforcer kube-router
+		afcluster ensure -enforcer "${ENFORCER:-kube-router}"
 	fi
 fi
 

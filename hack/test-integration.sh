@@ -13,11 +13,17 @@
 #      together: af up refuses naming the link-local and node routes, and the conformance
 #      negative control, whose reader requires exactly those two behaviours to fail by an
 #      escape and everything else to pass.
-#   3. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
+#   3. kube-network-policies, hardened (IPv6 off in pods, pods' connections to the node queued
+#      to it: testcluster/internal/node/hardening.go): the testcluster suite's enforcement
+#      tests, the gate behind 20 pod starts, af up of the example, and conformance, which the
+#      verdict reader must accept with 0 skipped; then with its holes open, together: af up
+#      refuses naming the link-local, node and API server routes, and the conformance negative
+#      control requires exactly those behaviours to fail by an escape.
+#   4. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
 #      the routes and runs no service image; so does the action under act, failing its check;
 #      and the conformance negative control, every behaviour that tries a route failing by an
 #      escape and every other behaviour passing.
-#   4. down, and nothing is left.
+#   5. down, and nothing is left.
 # Tests of one cluster state that each must refuse run together: load cannot make a refusal
 # pass, only slow it.
 set -euo pipefail
@@ -34,7 +40,7 @@ AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 
 echo "== 1. cluster with kube-router"
 step cluster-up-kube-router bin/afcluster ensure -enforcer kube-router
-gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown)$' ./testcluster/...
+gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown|TestEnforcerAway)$' ./testcluster/...
 gophase gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/
 gophase engine-image-in-containerd -run '^TestEngineImageRunsInContainerd$' ./images/engine/
 gophase images ./images/
@@ -63,7 +69,27 @@ holes_conformance() {
 }
 together holes_up holes_conformance
 
-echo "== 3. the same cluster without an enforcer (negative controls)"
+echo "== 3. the cluster again with kube-network-policies (an enforcer that decides each new connection in userspace, through NFQUEUE)"
+step cluster-up-kube-network-policies bin/afcluster up -enforcer kube-network-policies
+gophase knp-testcluster -run '^(TestEnforce|TestGuardCountersZero|TestEnforcerAway)$' ./testcluster/
+# The gate's 20 pod starts and af up of the example share nothing but the cluster: side by side.
+knp_gate() { gophase knp-gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/; }
+knp_up() { gophase knp-runtime -run '^TestUpTheExample$' ./runtime/kubernetes/; }
+together knp_gate knp_up
+bin/testrun step -phase knp-conformance -report bin/conformance-knp.jsonl -- \
+	env ENFORCER=kube-network-policies AF_CONFORMANCE_REPORT=bin/conformance-knp.jsonl ./hack/conformance.sh
+
+echo "== 3b. the same cluster with IPv6 left on in pods and pods' connections to the node not queued (its holes)"
+step knp-holes-open bin/afcluster holes open
+knp_holes_up() { gophase knp-holes-af-up-refused -run '^TestUpRefusedWithHoles$' ./runtime/kubernetes/; }
+knp_holes_conformance() {
+	bin/testrun step -phase knp-holes-conformance-negative -negative -report bin/conformance-knp-holes.jsonl -- \
+		env AF_CONFORMANCE_REPORT=bin/conformance-knp-holes.jsonl ./hack/conformance.sh --expect-refusal \
+		--escape egress/no-bypass-by-ipv6-link-local --escape egress/no-node-access --escape egress/no-api-server
+}
+together knp_holes_up knp_holes_conformance
+
+echo "== 4. the same cluster without an enforcer (negative controls)"
 step cluster-up-no-enforcer bin/afcluster up -enforcer none
 AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 none_testcluster() { gophase none-testcluster -run '^(TestSmoke|TestNegativeControl|TestGuardCountersZero)$' ./testcluster/; }
@@ -76,6 +102,6 @@ none_conformance() {
 together none_testcluster none_up none_action none_conformance
 ./hack/dockerd.sh stop
 
-echo "== 4. down, and nothing left"
+echo "== 5. down, and nothing left"
 step cluster-down bin/afcluster down
 AF_TESTCLUSTER_DOWN=1 gophase nothing-left -run '^TestNothingLeftAfterDown$' ./testcluster/

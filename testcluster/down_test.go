@@ -39,7 +39,7 @@ func TestNothingLeftAfterDown(t *testing.T) {
 		{"iptables rules", []string{"iptables-save"}, []string{"KUBE-", "CNI-"}},
 		{"ipsets", []string{"ipset", "list", "-n"}, []string{"KUBE-"}},
 		{"mounts", []string{"cat", "/proc/mounts"}, []string{"af-testcluster", "/run/netns/cni-"}},
-		{"processes", []string{"ps", "-eo", "stat=,args="}, []string{"kube-apiserver", "kubelet", "kube-router", "containerd-shim", "/usr/bin/etcd", "docker-registry serve", "aftool fake-", "aftool serve -tcp 10.244.0.1"}},
+		{"processes", []string{"ps", "-eo", "stat=,args="}, []string{"kube-apiserver", "kubelet", "kube-router", "kube-network-policies", "containerd-shim", "/usr/bin/etcd", "docker-registry serve", "aftool fake-", "aftool serve -tcp 10.244.0.1"}},
 	}
 	for _, c := range checks {
 		out, err := exec.CommandContext(ctxFor(t, 30*time.Second), c.cmd[0], c.cmd[1:]...).CombinedOutput()

@@ -14,7 +14,8 @@ import (
 
 // Options say how Up starts a cluster.
 type Options struct {
-	// Enforcer is EnforcerKubeRouter (the default) or EnforcerNone.
+	// Enforcer is EnforcerKubeRouter (the default), EnforcerKubeNetworkPolicies or
+	// EnforcerNone.
 	Enforcer string
 	// NoIngress skips building and running Traefik.
 	NoIngress bool
@@ -202,4 +203,24 @@ func RestartAPIServer(ctx context.Context, downFor time.Duration, log func(strin
 		return err
 	}
 	return c.RestartAPIServer(ctx, downFor)
+}
+
+// StopEnforcer sends the running cluster's kube-network-policies sig and returns when it is
+// gone; StartEnforcer starts it again and waits until it enforces. Tests of how traffic fares
+// while the enforcer is away use them.
+func StopEnforcer(ctx context.Context, sig syscall.Signal, log func(string, ...any)) error {
+	c, err := cluster(Options{Log: log})
+	if err != nil {
+		return err
+	}
+	return c.StopKubeNetworkPolicies(ctx, sig)
+}
+
+// StartEnforcer: see StopEnforcer.
+func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
+	c, err := cluster(Options{Log: log})
+	if err != nil {
+		return err
+	}
+	return c.StartKubeNetworkPolicies(ctx)
 }

@@ -23,8 +23,9 @@ import (
 
 // Enforcers a cluster can run with.
 const (
-	EnforcerKubeRouter = node.EnforcerKubeRouter
-	EnforcerNone       = node.EnforcerNone
+	EnforcerKubeRouter          = node.EnforcerKubeRouter
+	EnforcerKubeNetworkPolicies = node.EnforcerKubeNetworkPolicies
+	EnforcerNone                = node.EnforcerNone
 )
 
 // FakeInternet names the test hosts beside the cluster. Every address is in a
@@ -59,7 +60,7 @@ type Handle struct {
 	// IngressHTTP and IngressHTTPS are loopback addresses of the ingress
 	// controller (empty when the cluster runs without one).
 	IngressHTTP, IngressHTTPS string
-	Enforcer                  string // EnforcerKubeRouter or EnforcerNone
+	Enforcer                  string // EnforcerKubeRouter, EnforcerKubeNetworkPolicies or EnforcerNone
 	// Holes is true when IPv6 in pods and the NodePort exemption are left open.
 	Holes bool
 	// NodeService is a host-network TCP and UDP echo on the node's address inside the

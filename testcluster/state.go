@@ -18,10 +18,11 @@ type State string
 
 // The states make test puts the cluster in, one phase each.
 const (
-	// StateEnforcing: kube-router enforcing, its NodePort exemption narrowed, IPv6 off in pods.
+	// StateEnforcing: an enforcer enforcing (kube-router with its NodePort exemption
+	// narrowed, or kube-network-policies), IPv6 off in pods.
 	StateEnforcing State = "enforcing"
-	// StateHoles: kube-router enforcing, with IPv6 left on in pods and the whole NodePort
-	// range exempt (the variant af must refuse).
+	// StateHoles: an enforcer enforcing, with IPv6 left on in pods and, under kube-router,
+	// the whole NodePort range exempt (the variant af must refuse).
 	StateHoles State = "holes"
 	// StateNoEnforcer: no NetworkPolicy enforcer at all (default-deny blocks nothing).
 	StateNoEnforcer State = "no-enforcer"
@@ -42,18 +43,26 @@ func (s State) Is(o Observed) (bool, string) {
 	switch s {
 	case StateEnforcing:
 		switch {
-		case !o.KubeRouter:
-			return false, "kube-router is not enforcing (process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) + ")"
-		case o.NodePortExemption == open:
+		case o.KubeNetworkPolicies && o.KubeRouterProcess:
+			return false, "two enforcers run at once"
+		case !o.KubeRouter && !o.KubeNetworkPolicies:
+			return false, "no enforcer is enforcing (kube-router: process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) +
+				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
+		case o.KubeNetworkPolicies && !o.KubeNetworkPoliciesNode:
+			return false, "kube-network-policies does not see pods' connections to the node (no AF-KNP-NODE rule in INPUT)"
+		case o.KubeRouter && o.NodePortExemption == open:
 			return false, "kube-router exempts the whole NodePort range " + open
 		case !o.PodIPv6Off:
 			return false, "new pods keep IPv6 (the CNI configuration does not turn it off)"
 		}
 	case StateHoles:
 		switch {
-		case !o.KubeRouter:
-			return false, "kube-router is not enforcing (process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) + ")"
-		case o.NodePortExemption != open:
+		case !o.KubeRouter && !o.KubeNetworkPolicies:
+			return false, "no enforcer is enforcing (kube-router: process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) +
+				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
+		case o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
+			return false, "the node is not open: pods' connections to it go to kube-network-policies' queue (AF-KNP-NODE)"
+		case o.KubeRouter && o.NodePortExemption != open:
 			return false, "the NodePort exemption is not open: kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
 		case o.PodIPv6Off:
 			return false, "IPv6 is not left on in pods: the CNI configuration turns it off"
@@ -61,6 +70,9 @@ func (s State) Is(o Observed) (bool, string) {
 	case StateNoEnforcer:
 		if o.KubeRouterProcess || o.KubeRouterChains {
 			return false, "an enforcer is there (kube-router process alive " + yes(o.KubeRouterProcess) + ", its chains in iptables " + yes(o.KubeRouterChains) + ")"
+		}
+		if o.KubeNetworkPoliciesProcess || o.KubeNetworkPoliciesTable {
+			return false, "an enforcer is there (kube-network-policies process alive " + yes(o.KubeNetworkPoliciesProcess) + ", its table in nftables " + yes(o.KubeNetworkPoliciesTable) + ")"
 		}
 	default:
 		return false, "unknown state " + string(s)

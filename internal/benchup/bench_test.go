@@ -52,7 +52,8 @@ const (
 // second per pod after a burst of 6 (net.ipv4.icmp_ratelimit), so as configured ("as-is", the
 // default) most denied attempts wait out their timeout. "drop" drops every such answer on the
 // node (a raw-table OUTPUT rule for the pod range), "reject" lifts the rate limit so every one
-// arrives; both are undone when the test ends.
+// arrives; both are undone when the test ends. kube-network-policies (ENFORCER=
+// kube-network-policies) drops every denied packet: as-is is drop there.
 //
 // AF_BENCH_IMAGES names the example's images as af up's --image takes them, "web=REF
 // worker=REF" (make bench-up builds them with hack/shop-images.sh); bin/af is make build's.
@@ -358,6 +359,14 @@ func (b *bench) logs(ctx context.Context, ns, pod, container string, limit int64
 func (b *bench) enforcer(ctx context.Context, t *testing.T, deny string) string {
 	if err := clearDropRules(ctx); err != nil { // left by a run that was killed
 		t.Fatal(err)
+	}
+	if b.h.Enforcer == testcluster.EnforcerKubeNetworkPolicies {
+		// Its verdict is NF_DROP: nothing answers a denied packet, so there is no answer
+		// to drop or to let through.
+		if deny != "as-is" && deny != "drop" {
+			t.Fatalf("DENY=%s: kube-network-policies drops every denied packet; only as-is (= drop) applies", deny)
+		}
+		return "kube-network-policies as configured: DROP (its verdict in userspace, first packet of each connection)"
 	}
 	switch deny {
 	case "as-is":

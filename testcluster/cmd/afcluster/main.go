@@ -1,8 +1,8 @@
 // Command afcluster runs af's test cluster on this machine (as root):
 //
-//	afcluster up [-enforcer kube-router|none] [-no-ingress] [-holes]
+//	afcluster up [-enforcer kube-router|kube-network-policies|none] [-no-ingress] [-holes]
 //	afcluster ensure [-enforcer ...]  # up, unless a cluster with that enforcer already runs
-//	afcluster holes open|closed  # IPv6 in pods and the NodePort exemption, switched in place
+//	afcluster holes open|closed  # IPv6 in pods and the node (the enforcer's exemption), switched in place
 //	afcluster down       # removes everything the cluster made; idempotent
 //	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
 //	afcluster env        # prints `export KUBECONFIG=... PATH=...`
@@ -51,9 +51,9 @@ func run(ctx context.Context, args []string) error {
 	case "up", "ensure":
 		fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 		opts := testcluster.OptionsFromEnv()
-		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router or none (default from AF_ENFORCER, else kube-router)")
+		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router, kube-network-policies or none (default from AF_ENFORCER, else kube-router)")
 		fs.BoolVar(&opts.NoIngress, "no-ingress", opts.NoIngress, "do not build or run Traefik")
-		fs.BoolVar(&opts.Holes, "holes", opts.Holes, "leave IPv6 on in pods and kube-router's NodePort exemption open (the unhardened variant af must refuse)")
+		fs.BoolVar(&opts.Holes, "holes", opts.Holes, "leave IPv6 on in pods and the node open (kube-router's NodePort exemption; under kube-network-policies, pods' connections to the node): the unhardened variant af must refuse")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -85,7 +85,11 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("holes %s in %s: IPv6 in pods and the NodePort exemption (enforcer %s)\n", args[1], time.Since(start).Round(time.Second), h.Enforcer)
+		what := "IPv6 in pods and kube-router's NodePort exemption"
+		if h.Enforcer == testcluster.EnforcerKubeNetworkPolicies {
+			what = "IPv6 in pods and pods' connections to the node (not sent to kube-network-policies' queue)"
+		}
+		fmt.Printf("holes %s in %s: %s (enforcer %s)\n", args[1], time.Since(start).Round(time.Second), what, h.Enforcer)
 		return nil
 	case "down":
 		start := time.Now()

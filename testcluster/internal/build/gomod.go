@@ -31,7 +31,29 @@ type Program struct {
 	// LDFlags and Tags are passed to go build.
 	LDFlags string
 	Tags    string
+	// Patch, when set, builds a changed copy of one upstream module (Patch.Module at
+	// Patch.Version, copied into ./upstream and replaced there in GoMod).
+	Patch *Patch
 }
+
+// Patch changes a copy of an upstream module before the build: exact text edits, each
+// of which must match as often as it says (so a new upstream version that moved the
+// code fails the build loudly instead of building something unchanged), and added files.
+type Patch struct {
+	Module, Version string
+	Edits           []Edit
+	// Files are added to the copy (path relative to the module's root -> content).
+	Files map[string]string
+}
+
+// Edit replaces Old by New in File, which must contain Old exactly Count times (1 if 0).
+type Edit struct {
+	File, Old, New string
+	Count          int
+}
+
+// PatchDir is where a patched module is copied, relative to the throwaway module.
+const PatchDir = "upstream"
 
 // Builder builds programs into a cache directory.
 type Builder struct {
@@ -56,6 +78,20 @@ func (p Program) Key() string {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(h, "file\x00%s\x00%s\x00", n, p.Files[n])
+	}
+	if p.Patch != nil {
+		fmt.Fprintf(h, "patch\x00%s\x00%s\x00", p.Patch.Module, p.Patch.Version)
+		for _, e := range p.Patch.Edits {
+			fmt.Fprintf(h, "edit\x00%s\x00%s\x00%s\x00%d\x00", e.File, e.Old, e.New, e.Count)
+		}
+		names := make([]string, 0, len(p.Patch.Files))
+		for n := range p.Patch.Files {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(h, "pfile\x00%s\x00%s\x00", n, p.Patch.Files[n])
+		}
 	}
 	fmt.Fprintf(h, "pkg\x00%s\x00ldflags\x00%s\x00tags\x00%s\x00", p.Package, p.LDFlags, p.Tags)
 	fmt.Fprintf(h, "go\x00%s\x00%s/%s\x00cgo=0\x00trimpath\x00", runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -126,6 +162,11 @@ func (b *Builder) Prefetch(ctx context.Context, p Program) error {
 	}
 	for name, content := range p.Files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("prefetch %s: %w", p.Name, err)
+		}
+	}
+	if p.Patch != nil {
+		if err := b.patch(ctx, dir, p); err != nil {
 			return fmt.Errorf("prefetch %s: %w", p.Name, err)
 		}
 	}

@@ -70,3 +70,86 @@ exclude github.com/tencentcloud/tencentcloud-sdk-go v3.0.83+incompatible
 		LDFlags: "-s -w -X github.com/traefik/traefik/v3/pkg/version.Version=" + TraefikVersion,
 	}
 }
+
+// KubeNetworkPoliciesVersion is the release of sigs.k8s.io/kube-network-policies built.
+const KubeNetworkPoliciesVersion = "v0.8.0"
+
+// KubeNetworkPolicies is sigs.k8s.io/kube-network-policies, the enforcer kind uses: nftables
+// rules send a pod's first packet of each connection to an NFQUEUE, where the program
+// decides in userspace. Two changes, and only these, are made to the release:
+//   - This kernel has no nft_queue (CONFIG_NFT_QUEUE), so the nftables `queue` statement
+//     cannot be loaded. It has nft_compat and xt_NFQUEUE, so the same verdict is asked
+//     through the iptables NFQUEUE target (revision 3: queue number, one queue, the bypass
+//     flag exactly when upstream sets it). The packets, the queue and the decisions are
+//     upstream's.
+//   - It reads $KUBECONFIG when set, so it can run as a host process rather than a pod
+//     (the test cluster runs every component that way); otherwise the in-cluster config,
+//     as upstream.
+func KubeNetworkPolicies() Program {
+	const mod = "sigs.k8s.io/kube-network-policies"
+	queueOld := `	queue := &expr.Queue{Num: uint16(c.config.QueueID)}
+	if c.config.FailOpen {
+		queue.Flag = expr.QueueFlagBypass
+	}
+`
+	return Program{
+		Name:    "kube-network-policies",
+		Version: KubeNetworkPoliciesVersion,
+		GoMod: fmt.Sprintf("module afbuild/kube-network-policies\n\ngo 1.23.0\n\nrequire %s %s\n\nreplace %s => ./%s\n",
+			mod, KubeNetworkPoliciesVersion, mod, PatchDir),
+		Files:   toolsFile(mod + "/cmd"),
+		Package: mod + "/cmd",
+		LDFlags: "-s -w",
+		Patch: &Patch{
+			Module:  mod,
+			Version: KubeNetworkPoliciesVersion,
+			Edits: []Edit{
+				{File: "pkg/networkpolicy/controller.go", Old: queueOld, New: "\tqueue := xtQueue(uint16(c.config.QueueID), c.config.FailOpen)\n", Count: 2},
+				{File: "pkg/networkpolicy/dnsagent.go", Old: "&expr.Queue{Num: uint16(n.nfQueueID), Flag: expr.QueueFlagBypass}", New: "xtQueue(uint16(n.nfQueueID), true)"},
+				{File: "cmd/main.go", Old: "config, err := rest.InClusterConfig()", New: "config, err := afHostConfig(rest.InClusterConfig)"},
+			},
+			Files: map[string]string{
+				"pkg/networkpolicy/af_xtqueue.go": `package networkpolicy
+
+import (
+	"encoding/binary"
+
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+)
+
+// xtQueue is the NFQUEUE verdict through nft_compat's iptables target (struct
+// xt_NFQ_info_v3: queuenum, queues_total, flags; NFQ_FLAG_BYPASS = 1), for kernels
+// without nft_queue. Added by af's test cluster build.
+func xtQueue(num uint16, bypass bool) expr.Any {
+	info := make(xt.Unknown, 8)
+	binary.NativeEndian.PutUint16(info[0:], num)
+	binary.NativeEndian.PutUint16(info[2:], 1)
+	if bypass {
+		binary.NativeEndian.PutUint16(info[4:], 1)
+	}
+	return &expr.Target{Name: "NFQUEUE", Rev: 3, Info: &info}
+}
+`,
+				"cmd/af_hostconfig.go": `package main
+
+import (
+	"os"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// afHostConfig reads $KUBECONFIG when set (a host process), else the in-cluster config.
+// Added by af's test cluster build.
+func afHostConfig(inCluster func() (*rest.Config, error)) (*rest.Config, error) {
+	if path := os.Getenv("KUBECONFIG"); path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	return inCluster()
+}
+`,
+			},
+		},
+	}
+}

@@ -60,6 +60,9 @@ const (
 	APIServerPort    = 6443
 	IngressHTTPAddr  = "127.0.0.1:18080"
 	IngressHTTPSAddr = "127.0.0.1:18443"
+	// KubeNetworkPoliciesMetricsAddr is where kube-network-policies serves its metrics
+	// (its queue's counters among them).
+	KubeNetworkPoliciesMetricsAddr = "127.0.0.1:19080"
 )
 
 // FakeHosts maps each name the fake resolver answers to its address.

@@ -12,8 +12,10 @@ const (
 	IngressNamespace = "af-ingress"
 )
 
-// rbacAddons grants the enforcer what it reads. kube-router is a test-only
-// component here and gets cluster-admin.
+// rbacAddons grants the enforcers what they read. kube-router is a test-only
+// component here and gets cluster-admin; kube-network-policies gets its DaemonSet's rules
+// (upstream's install.yaml: read pods, namespaces, nodes, network policies and the
+// admin-network-policy kinds).
 const rbacAddons = `apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
@@ -26,6 +28,34 @@ subjects:
 - apiGroup: rbac.authorization.k8s.io
   kind: User
   name: af:kube-router
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: af:kube-network-policies
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+- apiGroups: [policy.networking.k8s.io]
+  resources: [adminnetworkpolicies, baselineadminnetworkpolicies]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: af:kube-network-policies
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: af:kube-network-policies
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: af:kube-network-policies
 `
 
 // coreDNSAddon runs CoreDNS as the cluster resolver. Names outside the

@@ -15,8 +15,11 @@ import (
 func (c *Cluster) buildAll(ctx context.Context) error {
 	b := &build.Builder{CacheDir: c.dirs.Cache, Log: c.opts.Log}
 	upstream := []build.Program{build.CoreDNS()}
-	if c.opts.Enforcer == EnforcerKubeRouter {
+	switch c.opts.Enforcer {
+	case EnforcerKubeRouter:
 		upstream = append(upstream, build.KubeRouter())
+	case EnforcerKubeNetworkPolicies:
+		upstream = append(upstream, build.KubeNetworkPolicies())
 	}
 	if c.opts.Ingress {
 		upstream = append(upstream, build.Traefik())
@@ -49,8 +52,13 @@ func (c *Cluster) buildAll(ctx context.Context) error {
 	if c.bins.coreDNS, err = b.Binary(ctx, build.CoreDNS()); err != nil {
 		return err
 	}
-	if c.opts.Enforcer == EnforcerKubeRouter {
+	switch c.opts.Enforcer {
+	case EnforcerKubeRouter:
 		if c.bins.kubeRouter, err = b.Binary(ctx, build.KubeRouter()); err != nil {
+			return err
+		}
+	case EnforcerKubeNetworkPolicies:
+		if c.bins.kubeNetworkPolicies, err = b.Binary(ctx, build.KubeNetworkPolicies()); err != nil {
 			return err
 		}
 	}
@@ -90,6 +98,9 @@ func (c *Cluster) linkBinaries() error {
 	}
 	if c.bins.kubeRouter != "" {
 		links["kube-router"] = c.bins.kubeRouter
+	}
+	if c.bins.kubeNetworkPolicies != "" {
+		links["kube-network-policies"] = c.bins.kubeNetworkPolicies
 	}
 	for name, target := range links {
 		p := filepath.Join(dir, name)

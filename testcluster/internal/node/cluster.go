@@ -11,14 +11,16 @@ import (
 
 // Enforcers the cluster can run.
 const (
-	EnforcerKubeRouter = "kube-router"
-	EnforcerNone       = "none"
+	EnforcerKubeRouter          = "kube-router"
+	EnforcerKubeNetworkPolicies = "kube-network-policies"
+	EnforcerNone                = "none"
 )
 
 // Options say how to bring the cluster up.
 type Options struct {
 	Dirs layout.Dirs
-	// Enforcer is EnforcerKubeRouter (default) or EnforcerNone (the negative control).
+	// Enforcer is EnforcerKubeRouter (default), EnforcerKubeNetworkPolicies, or EnforcerNone
+	// (the negative control).
 	Enforcer string
 	// Ingress builds and runs Traefik (the slowest build; default on).
 	Ingress bool
@@ -51,7 +53,7 @@ type Cluster struct {
 
 // binaries are the executables the cluster runs.
 type binaries struct {
-	kube, kubeRouter, coreDNS, traefik, aftool, afpause string
+	kube, kubeRouter, kubeNetworkPolicies, coreDNS, traefik, aftool, afpause string
 }
 
 // New returns the cluster described by opts.
@@ -59,9 +61,9 @@ func New(opts Options) (*Cluster, error) {
 	switch opts.Enforcer {
 	case "":
 		opts.Enforcer = EnforcerKubeRouter
-	case EnforcerKubeRouter, EnforcerNone:
+	case EnforcerKubeRouter, EnforcerKubeNetworkPolicies, EnforcerNone:
 	default:
-		return nil, fmt.Errorf("unknown enforcer %q (want %q or %q)", opts.Enforcer, EnforcerKubeRouter, EnforcerNone)
+		return nil, fmt.Errorf("unknown enforcer %q (want %q, %q or %q)", opts.Enforcer, EnforcerKubeRouter, EnforcerKubeNetworkPolicies, EnforcerNone)
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}

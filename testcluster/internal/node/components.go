@@ -130,6 +130,20 @@ func (c *Cluster) kubeRouter() process {
 	)...), env: []string{"NODE_NAME=" + layout.NodeName}}
 }
 
+// kubeNetworkPolicies runs sigs.k8s.io/kube-network-policies (build.KubeNetworkPolicies) as a
+// host process, as its DaemonSet would on the node: upstream's defaults (fail closed, queue
+// 100, the DNS race fix), NRI off (Debian's containerd 1.6 has no NRI socket: it learns pod
+// addresses from the API server, as kube-router does), metrics on loopback only.
+func (c *Cluster) kubeNetworkPolicies() process {
+	return process{name: "kube-network-policies", path: c.bins.kubeNetworkPolicies, argv: append([]string{"kube-network-policies"}, joinFlags(
+		"hostname-override", layout.NodeName,
+		"disable-nri", "true",
+		"metrics-bind-address", layout.KubeNetworkPoliciesMetricsAddr,
+		"nfqueue-id", KubeNetworkPoliciesQueue,
+		"v", "2",
+	)...), env: []string{"KUBECONFIG=" + c.kubeconfig("kube-network-policies")}}
+}
+
 func (c *Cluster) ingressForwards() []process {
 	return []process{
 		{name: "ingress-http", path: c.bins.aftool, argv: []string{"aftool", "forward", "-listen", layout.IngressHTTPAddr, "-to", IngressServiceIP + ":80"}},

@@ -203,12 +203,13 @@ func certSpecs() []certSpec {
 		{file: "kubelet-serving", cn: layout.NodeName, server: true, ips: []string{layout.NodeIP, "127.0.0.1"}, dns: []string{layout.NodeName}},
 		{file: "kube-proxy", cn: "system:kube-proxy"},
 		{file: "kube-router", cn: "af:kube-router"},
+		{file: "kube-network-policies", cn: "af:kube-network-policies"},
 	}
 }
 
 func (c *Cluster) writeKubeconfigs() error {
 	server := fmt.Sprintf("https://%s:%d", layout.NodeIP, layout.APIServerPort)
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router"} {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "kube-network-policies"} {
 		if err := writeKubeconfig(c.kubeconfig(name), c.dirs.PKI(), name, server); err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 // stopOrder is the order processes are asked to stop: the enforcer and node
 // agents before the control plane, the runtime and the store last.
 var stopOrder = []string{
-	"kube-router", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
+	"kube-router", "kube-network-policies", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
 	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata", "node-service",
 }
 

@@ -168,7 +168,7 @@ func ourChains(ctx context.Context) []string {
 }
 
 func isOurChain(name string) bool {
-	return strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "CNI-")
+	return strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "CNI-") || strings.HasPrefix(name, "AF-")
 }
 
 // ourNftTables returns nftables tables the cluster made directly.

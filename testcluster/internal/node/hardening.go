@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
 // What an operator does to make this cluster contain af's environments, beyond running an
@@ -23,6 +25,53 @@ import (
 //     under the pods' policies (a pod of a namespace without policies still reaches it).
 //
 // Holes leaves both as kube-router leaves them: the variant the new routes must fail on.
+//
+// Under kube-network-policies the second hole is wider: its rules hook forwarded traffic only
+// (prerouting and postrouting), so a pod's packets to the node's own addresses (the kubelet,
+// any host-network listener, and the API server, whose Service lands on the node) never reach
+// its queue, whatever the pod's policies say. NetworkPolicy leaves traffic between a pod and
+// its own node to the implementation, and this one lets it all through. The operator's fix is
+// one rule: pods' new connections to the node's own addresses go to the same queue
+// (AF-KNP-NODE in the input hook), where kube-network-policies decides them by the pods'
+// policies like any other; a pod of a namespace without policies still reaches the node.
+// Holes leaves that rule out.
+//
+// knpNodeChain is that rule's chain.
+const knpNodeChain = "AF-KNP-NODE"
+
+// knpNodeRule is the rule's text after `-A knpNodeChain`: new connections that come in from
+// the pods' bridge (the node's own traffic to itself comes in on lo).
+var knpNodeRule = []string{"-i", layout.Bridge, "-s", layout.PodCIDR, "-m", "conntrack", "--ctstate", "NEW",
+	"-m", "comment", "--comment", "af test cluster: pods' new connections to the node, decided by kube-network-policies",
+	"-j", "NFQUEUE", "--queue-num", KubeNetworkPoliciesQueue}
+
+// setKNPNodeRule puts the rule in place (open false) or removes it (open true).
+func setKNPNodeRule(ctx context.Context, open bool) error {
+	if open {
+		if _, err := run(ctx, "iptables", "-D", "INPUT", "-j", knpNodeChain); err != nil && !strings.Contains(err.Error(), "No chain") && !strings.Contains(err.Error(), "does a matching rule exist") && !strings.Contains(err.Error(), "Bad rule") {
+			return fmt.Errorf("remove %s: %w", knpNodeChain, err)
+		}
+		_, _ = run(ctx, "iptables", "-F", knpNodeChain)
+		_, _ = run(ctx, "iptables", "-X", knpNodeChain)
+		return nil
+	}
+	if _, err := run(ctx, "iptables", "-N", knpNodeChain); err != nil && !strings.Contains(err.Error(), "exists") {
+		return fmt.Errorf("add %s: %w", knpNodeChain, err)
+	}
+	if _, err := run(ctx, "iptables", "-F", knpNodeChain); err != nil {
+		return fmt.Errorf("flush %s: %w", knpNodeChain, err)
+	}
+	if _, err := run(ctx, "iptables", append([]string{"-A", knpNodeChain}, knpNodeRule...)...); err != nil {
+		return fmt.Errorf("add the rule to %s: %w", knpNodeChain, err)
+	}
+	if _, err := run(ctx, "iptables", "-C", "INPUT", "-j", knpNodeChain); err == nil {
+		return nil
+	}
+	if _, err := run(ctx, "iptables", "-I", "INPUT", "1", "-j", knpNodeChain); err != nil {
+		return fmt.Errorf("jump to %s: %w", knpNodeChain, err)
+	}
+	return nil
+}
 
 // Node port ranges kube-router exempts: its default, and the narrowed one.
 const (
@@ -58,16 +107,23 @@ func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 	if err != nil {
 		return err
 	}
-	if st.Enforcer != EnforcerKubeRouter {
-		return fmt.Errorf("the holes are kube-router's; this cluster runs enforcer %s", st.Enforcer)
+	if st.Enforcer == EnforcerNone {
+		return fmt.Errorf("the holes are an enforcer's; this cluster runs none")
 	}
 	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer = open, st.Ingress, st.Enforcer
-	c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router") // linked there at up
 	if err := c.writeCNIConfig(); err != nil {
 		return err
 	}
-	if err := c.restartKubeRouter(ctx); err != nil {
-		return err
+	switch st.Enforcer {
+	case EnforcerKubeRouter:
+		c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router") // linked there at up
+		if err := c.restartKubeRouter(ctx); err != nil {
+			return err
+		}
+	case EnforcerKubeNetworkPolicies:
+		if err := setKNPNodeRule(ctx, open); err != nil {
+			return err
+		}
 	}
 	// containerd reads the CNI directory again when it changes; give it a moment, then make
 	// the cluster's pods anew.

@@ -17,6 +17,17 @@ type Observed struct {
 	KubeRouter bool
 	// KubeRouterProcess and KubeRouterChains are its two parts.
 	KubeRouterProcess, KubeRouterChains bool
+	// KubeNetworkPolicies: kube-network-policies' process is alive, its table queues pods'
+	// packets and something reads the queue.
+	KubeNetworkPolicies bool
+	// KubeNetworkPoliciesProcess and KubeNetworkPoliciesRules are its parts (the rules
+	// with a reader on the queue).
+	KubeNetworkPoliciesProcess, KubeNetworkPoliciesRules bool
+	// KubeNetworkPoliciesTable: its nftables table is there (with or without the process).
+	KubeNetworkPoliciesTable bool
+	// KubeNetworkPoliciesNode: pods' new connections to the node go to kube-network-policies'
+	// queue (hardening.go); without it every pod reaches the node.
+	KubeNetworkPoliciesNode bool
 	// NodePortExemption is the port range kube-router returns ahead of the pods' policies
 	// ("30000:32767" open, "32766:32767" narrowed), "" when it has none.
 	NodePortExemption string
@@ -36,6 +47,11 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	}
 	o.KubeRouterChains = strings.Contains(rules, ":KUBE-ROUTER-FORWARD")
 	o.KubeRouter = o.KubeRouterProcess && o.KubeRouterChains
+	o.KubeNetworkPoliciesProcess = c.running("kube-network-policies")
+	o.KubeNetworkPoliciesRules, _ = knpEnforcing(ctx)
+	_, o.KubeNetworkPoliciesTable = knpRules(ctx)
+	o.KubeNetworkPolicies = o.KubeNetworkPoliciesProcess && o.KubeNetworkPoliciesRules
+	o.KubeNetworkPoliciesNode = strings.Contains(rules, "-A INPUT -j "+knpNodeChain) && strings.Contains(rules, "-A "+knpNodeChain+" ") && strings.Contains(rules, "NFQUEUE")
 	if m := exemption.FindStringSubmatch(rules); m != nil {
 		o.NodePortExemption = m[1]
 	}
@@ -45,4 +61,15 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	}
 	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
 	return o, nil
+}
+
+// Enforcer names the enforcer observed enforcing ("" for none).
+func (o Observed) Enforcer() string {
+	switch {
+	case o.KubeRouter:
+		return EnforcerKubeRouter
+	case o.KubeNetworkPolicies:
+		return EnforcerKubeNetworkPolicies
+	}
+	return ""
 }

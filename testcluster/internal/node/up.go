@@ -161,7 +161,12 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	// kube-router looks its node up once at start, so it starts after the node registered.
+	// The enforcers look their node up once at start, so they start after it registered.
+	if c.opts.Enforcer == EnforcerKubeNetworkPolicies {
+		if err := c.startKubeNetworkPolicies(ctx); err != nil {
+			return err
+		}
+	}
 	if c.opts.Enforcer == EnforcerKubeRouter {
 		if err := c.start(c.kubeRouter()); err != nil {
 			return err
