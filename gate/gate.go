@@ -2,7 +2,8 @@
 // (an init container that keeps application code from starting) and the namespace probe run
 // the same checks. Each round tries every escape route: direct TCP to a public address, a UDP
 // DNS query straight to a public resolver, HTTP to the metadata endpoint, TCP to the cluster's
-// API server. The sidecar must be reachable before and after every round, because a pod cut
+// API server, the pod's IPv6 segment, and the node (the ports named, and the NodePort range
+// for a listener nobody named). The sidecar must be reachable before and after every round, because a pod cut
 // off from everything proves nothing. The verdict needs N consecutive rounds in which every
 // route was denied.
 //
@@ -45,6 +46,8 @@ type Target struct {
 	ports []portSpec
 	// env is what the link-local route reads of the pod (nil: the real one).
 	env *linkLocalEnv
+	// unannounced is the node-unannounced route's node, samples and control.
+	unannounced *unannounced
 }
 
 // Config says what to try and how long to keep trying.
@@ -438,6 +441,9 @@ func try(ctx context.Context, t Target, timeout time.Duration) Attempt {
 			le = *t.env
 		}
 		outcome, detail := tryLinkLocal(ctx, le, t.ports)
+		return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
+	case t.Route == RouteNodeUnannounced && t.unannounced != nil:
+		outcome, detail := tryUnannounced(ctx, t.unannounced, timeout)
 		return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
 	case t.Route == RouteDNS || t.Network == "udp":
 		err = tryDNS(ctx, t.Addr)

@@ -136,6 +136,11 @@ const (
 	// nodePortHole denies everything but lets the pod reach the node's NodePort range, as
 	// kube-router's exemption for local NodePorts does.
 	nodePortHole = "nodeport-hole"
+	// nodePortHoleICMP is the same with the rest rejected by ICMP port unreachable, as
+	// kube-router rejects.
+	nodePortHoleICMP = "nodeport-hole-icmp"
+	// enforceRejICMP rejects everything with ICMP port unreachable, TCP included.
+	enforceRejICMP = "reject-icmp"
 )
 
 func (h *harness) enforce(pod *testnet.Host, mode string) {
@@ -157,6 +162,10 @@ func (h *harness) enforce(pod *testnet.Host, mode string) {
 		rules = fmt.Sprintf("icmpv6 type echo-request drop\n\t\tmeta nfproto ipv6 accept\n\t\tip daddr %s tcp dport 3128 accept\n\t\tdrop", sc)
 	case nodePortHole:
 		rules = fmt.Sprintf("ip daddr %s tcp dport 3128 accept\n\t\tip daddr %s meta l4proto { tcp, udp } th dport 30000-32767 accept\n\t\tdrop", sc, h.r.Addr)
+	case nodePortHoleICMP:
+		rules = fmt.Sprintf("ip daddr %s tcp dport 3128 accept\n\t\tip daddr %s meta l4proto { tcp, udp } th dport 30000-32767 accept\n\t\treject", sc, h.r.Addr)
+	case enforceRejICMP:
+		rules = fmt.Sprintf("ip daddr %s tcp dport 3128 accept\n\t\treject", sc)
 	}
 	pod.Nft(fmt.Sprintf(`table inet cni {
 	chain out {
@@ -231,15 +240,28 @@ func routeSet(names []string) string {
 
 func TestGateScenarios(t *testing.T) {
 	h := newHarness(t)
-	all := []string{RouteTCP, RouteDNS, RouteMetadata, RouteAPIServer, RouteLinkLocal, RouteNode}
+	all := []string{RouteTCP, RouteDNS, RouteMetadata, RouteAPIServer, RouteLinkLocal, RouteNode, RouteNodeUnannounced}
+	// open is every route a pod with no policy gets out by: the node's unannounced route
+	// cannot tell (a reset everywhere), the node route's named ports can.
+	open := all[:len(all)-1]
 
 	t.Run("enforcing by dropping", func(t *testing.T) {
 		pod := h.r.Attach("pod1")
 		h.enforce(pod, enforceDrop)
 		g := h.gate(pod, "--deadline", "10s")
-		if g.code != 0 || g.res.Verdict != Contained || routeSet(routesWith(g.res.Routes, Denied)) != strings.Join(all, ",") || len(g.res.Routes) != 7 {
+		if g.code != 0 || g.res.Verdict != Contained || routeSet(routesWith(g.res.Routes, Denied)) != strings.Join(all, ",") || len(g.res.Routes) != 8 {
 			t.Fatalf("exit %d\n%s", g.code, g.out)
 		}
+	})
+	t.Run("enforcing by rejecting with ICMP", func(t *testing.T) {
+		pod := h.r.Attach("pod2i")
+		h.enforce(pod, enforceRejICMP)
+		g := h.gate(pod, "--deadline", "10s")
+		u := attemptOf(g.res.Routes, RouteNodeUnannounced)
+		if g.code != 0 || g.res.Verdict != Contained || !strings.Contains(u.Detail, "no difference") {
+			t.Fatalf("exit %d, node-unannounced %+v\n%s", g.code, u, g.out)
+		}
+		t.Logf("node-unannounced: %+v", u)
 	})
 	t.Run("enforcing by rejecting", func(t *testing.T) {
 		pod := h.r.Attach("pod2")
@@ -251,14 +273,19 @@ func TestGateScenarios(t *testing.T) {
 		if !strings.Contains(g.out, `detail="connection refused"`) {
 			t.Errorf("rejections not seen as refusals:\n%s", g.out)
 		}
+		// A reset on every port, the node's own or the enforcer's: a uniform rejection is not
+		// an exemption.
+		if u := attemptOf(g.res.Routes, RouteNodeUnannounced); u.Outcome != Denied || !strings.Contains(u.Detail, "a reset everywhere") {
+			t.Errorf("node-unannounced %+v", u)
+		}
 	})
 	t.Run("not enforcing", func(t *testing.T) {
 		pod := h.r.Attach("pod3")
 		g := h.gate(pod, "--deadline", "5s")
-		if g.code != 3 || g.res.Verdict != Escape || routeSet(routesWith(g.res.Routes, Escaped)) != strings.Join(all, ",") {
+		if g.code != 3 || g.res.Verdict != Escape || routeSet(routesWith(g.res.Routes, Escaped)) != strings.Join(open, ",") {
 			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
 		}
-		for _, r := range all {
+		for _, r := range open {
 			if !strings.Contains(g.out, r) {
 				t.Errorf("the error does not name %s", r)
 			}
@@ -315,13 +342,30 @@ func TestGateScenarios(t *testing.T) {
 		pod := h.r.Attach("pod9")
 		h.enforce(pod, nodePortHole)
 		g := h.gate(pod, "--deadline", "3s")
-		if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteNode {
+		if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteNode+","+RouteNodeUnannounced {
 			t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
 		}
-		if len(g.res.Escaped) != 2 {
-			t.Errorf("want both the node's TCP and UDP port escaped, got %+v", g.res.Escaped)
+		if len(g.res.Escaped) != 3 {
+			t.Errorf("want the node's TCP and UDP port and the range escaped, got %+v", g.res.Escaped)
 		}
 	})
+	// The listener in the range is not named: the node route tries the kubelet's port only,
+	// where nothing answers; the range's exemption gives it away.
+	for i, mode := range []string{nodePortHole, nodePortHoleICMP} {
+		t.Run("the NodePort range exempted, its listener not named: "+mode, func(t *testing.T) {
+			pod := h.r.Attach(fmt.Sprintf("pod1%d", i))
+			h.enforce(pod, mode)
+			g := h.gate(pod, "--deadline", "3s", "--node-ports", "10250/tcp")
+			if g.code != 3 || routeSet(routesWith(g.res.Routes, Escaped)) != RouteNodeUnannounced {
+				t.Fatalf("exit %d, escaped %v\n%s", g.code, routesWith(g.res.Routes, Escaped), g.out)
+			}
+			u := attemptOf(g.res.Routes, RouteNodeUnannounced)
+			if !strings.Contains(u.Detail, "the node's own reset") || !strings.Contains(g.out, "AF-RUN-043") || !strings.Contains(g.out, RouteNodeUnannounced) {
+				t.Errorf("node-unannounced %+v\n%s", u, g.out)
+			}
+			t.Logf("node-unannounced: %+v", u)
+		})
+	}
 	t.Run("sidecar unreachable", func(t *testing.T) {
 		pod := h.r.Attach("pod5")
 		h.enforce(pod, cutOff)

@@ -34,8 +34,11 @@ type Addresses struct {
 	// ("10250/tcp,30999/udp"; DefaultNodePorts): name one in the NodePort range that a
 	// host-network listener answers, as the enforcer may exempt that range.
 	Node, NodePorts string
-	Getenv          func(string) string
-	InterfaceAddrs  func() ([]net.Addr, error)
+	// NodeSamplePorts and NodeControlPort are the node-unannounced route's ports, inside the
+	// NodePort range and outside it (DefaultNodeSamplePorts, DefaultNodeControlPort).
+	NodeSamplePorts, NodeControlPort string
+	Getenv                           func(string) string
+	InterfaceAddrs                   func() ([]net.Addr, error)
 }
 
 // Targets resolves the configured addresses into the routes to try.
@@ -98,9 +101,14 @@ func (a Addresses) Targets() ([]Target, error) {
 			}
 			ts = append(ts, t)
 		}
+		u, err := unannouncedTarget(a.Node, or(a.NodeSamplePorts, DefaultNodeSamplePorts), or(a.NodeControlPort, DefaultNodeControlPort))
+		if err != nil {
+			return nil, err
+		}
+		ts = append(ts, u)
 	}
 	for _, t := range ts {
-		if t.Route == RouteLinkLocal {
+		if t.Route == RouteLinkLocal || t.Route == RouteNodeUnannounced {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(t.Addr); err != nil {

@@ -37,13 +37,20 @@ func TestTargets(t *testing.T) {
 				a.Node, a.NodePorts = "10.244.0.1", "10250, 30999/tcp,30999/udp"
 				return a
 			},
-			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-local=10.244.0.1:30999 node-local=10.244.0.1:30999/udp", ""},
+			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-local=10.244.0.1:30999 node-local=10.244.0.1:30999/udp node-unannounced=10.244.0.1:30000,32765 vs 29999", ""},
 		{"the node's default port is the kubelet's",
 			func(a Addresses) Addresses { a.Node = "10.244.0.1"; return a },
-			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250", ""},
+			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-unannounced=10.244.0.1:30000,32765 vs 29999", ""},
 		{"an IPv6 node address",
 			func(a Addresses) Addresses { a.Node, a.NodePorts = "fd00::1", "10250"; return a },
-			four + "ipv6-link-local=ff02::1+neighbours node-local=[fd00::1]:10250", ""},
+			four + "ipv6-link-local=ff02::1+neighbours node-local=[fd00::1]:10250 node-unannounced=[fd00::1]:30000,32765 vs 29999", ""},
+		{"the node's unannounced ports named",
+			func(a Addresses) Addresses {
+				a.Node, a.NodeSamplePorts, a.NodeControlPort = "10.244.0.1", "31000", "8"
+				return a
+			},
+			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-unannounced=10.244.0.1:31000 vs 8", ""},
+		{"a UDP sample port", func(a Addresses) Addresses { a.Node, a.NodeSamplePorts = "10.244.0.1", "30000/udp"; return a }, "", "only TCP"},
 		{"a bad node port", func(a Addresses) Addresses { a.Node, a.NodePorts = "10.244.0.1", "30999/sctp"; return a }, "", `node ports: "30999/sctp" is not PORT`},
 		{"no node port at all", func(a Addresses) Addresses { a.Node, a.NodePorts = "10.244.0.1", " , "; return a }, "", "node ports: none named"},
 		{"a bad link-local port", func(a Addresses) Addresses { a.LinkLocalPorts = "53,70000"; return a }, "", `link-local ports: "70000" is not PORT`},

@@ -58,7 +58,8 @@ expect "image by tag" "is not pinned by digest" FAKE_DOCKER_INFO=ok FAKE_K3D_LIS
 dry=$(env PATH="$tmp/bin:$PATH" AF_K8S_DRY_RUN=1 ./hack/k8s-conformance.sh)
 for want in "k3d cluster create af-conformance --image rancher/k3s:" "@sha256:" "-p 127.0.0.1:18081:80@loadbalancer" \
 	"docker network create --subnet 198.51.100.0/24" "ip route add 169.254.77.1/32" "k3d image import" \
-	"./hack/conformance.sh" "k3d cluster delete af-conformance"; do
+	"./hack/conformance.sh" "k3d cluster delete af-conformance" \
+	"--k3s-arg --service-node-port-range=32766-32767@server:0"; do
 	if ! grep -qF -- "$want" <<<"$dry"; then
 		echo "FAIL dry run: does not show \"$want\"" >&2
 		fail=1

@@ -74,6 +74,8 @@ var Vars = []Var{
 	{Name: "AF_GATE_IPV6", Meaning: "auto, on or off: the public IPv6 routes (the link-local route is always tried)", Default: "auto", Gate: true},
 	{Name: "AF_GATE_LINK_LOCAL_PORTS", Meaning: "TCP ports tried on every IPv6 neighbour", Default: "53,3128,9901,10250,80,443,8080", Gate: true},
 	{Name: "AF_GATE_NODE_PORTS", Meaning: "PORT[/tcp|/udp],... the node route tries at the node's address: name one in the NodePort range a host-network listener answers", Default: "10250/tcp", Gate: true},
+	{Name: "AF_GATE_NODE_SAMPLE_PORTS", Meaning: "TCP ports inside the NodePort range where nothing should listen: the node's own reset there, against a rejection at the control port, finds an exempt range and the listeners nobody named", Default: "30000,32765", Gate: true},
+	{Name: "AF_GATE_NODE_CONTROL_PORT", Meaning: "a TCP port outside the NodePort range where nothing listens, asked beside the sample ports", Default: "29999", Gate: true},
 	{Name: "AF_GATE_ROUNDS", Meaning: "consecutive all-denied rounds the probe and the gates need", Default: "3", Gate: true},
 	{Name: "AF_GATE_TIMEOUT", Meaning: "the time for each attempt", Default: "1s", Gate: true},
 	{Name: "AF_GATE_INTERVAL", Meaning: "the pause between rounds", Default: "200ms", Gate: true},

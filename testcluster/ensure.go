@@ -144,13 +144,18 @@ func cluster(opts Options) (*node.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, Holes: opts.Holes, ModuleDir: wd, Log: opts.Log})
+	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, Holes: node.Holes{IPv6: opts.Holes, Node: opts.Holes}, ModuleDir: wd, Log: opts.Log})
 }
 
-// SetHoles opens or closes the running cluster's two containment holes (IPv6 in pods and
-// kube-router's NodePort exemption) in place: new pods, and the cluster's own pods, which are
-// recreated, get the new configuration.
-func SetHoles(ctx context.Context, holes bool, log func(string, ...any)) (*Handle, error) {
+// SetHoles opens or closes the running cluster's containment holes in place (which: ipv6,
+// the IPv6 segment of pods; nodeport, the node open to pods past their policies; all, both),
+// leaving the other as it is: new pods, and the cluster's own pods, which are recreated, get
+// the new configuration.
+func SetHoles(ctx context.Context, which string, holes bool, log func(string, ...any)) (*Handle, error) {
+	w, err := node.ParseHoles(which)
+	if err != nil {
+		return nil, err
+	}
 	unlock, err := rootLocked(ctx)
 	if err != nil {
 		return nil, err
@@ -160,7 +165,7 @@ func SetHoles(ctx context.Context, holes bool, log func(string, ...any)) (*Handl
 	if err != nil {
 		return nil, err
 	}
-	if err := c.SetHoles(ctx, holes); err != nil {
+	if err := c.SetHoles(ctx, w, holes); err != nil {
 		return nil, err
 	}
 	return open(ctx)

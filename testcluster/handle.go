@@ -63,6 +63,10 @@ type Handle struct {
 	Enforcer                  string // EnforcerKubeRouter, EnforcerKubeNetworkPolicies or EnforcerNone
 	// Holes is true when IPv6 in pods and the NodePort exemption are left open.
 	Holes bool
+	// HoleIPv6 and HoleNode say which is open: IPv6 in pods, the node (kube-router's whole
+	// NodePort exemption, or pods' connections to the node unqueued under
+	// kube-network-policies).
+	HoleIPv6, HoleNode bool
 	// NodeService is a host-network TCP and UDP echo on the node's address inside the
 	// NodePort range: it answers from outside any environment, and the node route tries it.
 	NodeService          string
@@ -83,7 +87,9 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 		Registry:    layout.RegistryAddr,
 		Containerd:  dirs.ContainerdSocket(),
 		Enforcer:    st.Enforcer,
-		Holes:       st.Holes,
+		Holes:       st.OpenHoles().Any(),
+		HoleIPv6:    st.OpenHoles().IPv6,
+		HoleNode:    st.OpenHoles().Node,
 		NodeService: net.JoinHostPort(layout.NodeIP, layout.NodeServicePort),
 		NodeName:    layout.NodeName,
 		PodCIDR:     layout.PodCIDR,

@@ -21,8 +21,10 @@ const (
 	// StateEnforcing: an enforcer enforcing (kube-router with its NodePort exemption
 	// narrowed, or kube-network-policies), IPv6 off in pods.
 	StateEnforcing State = "enforcing"
-	// StateHoles: an enforcer enforcing, with IPv6 left on in pods and, under kube-router,
-	// the whole NodePort range exempt (the variant af must refuse).
+	// StateHoles: an enforcer enforcing, with one hole or both open (the variant af must
+	// refuse): IPv6 left on in pods; the node open past the policies (under kube-router its
+	// whole NodePort range exempt, under kube-network-policies pods' connections to the node
+	// not queued). Which are open is read off the machine (Observe).
 	StateHoles State = "holes"
 	// StateNoEnforcer: no NetworkPolicy enforcer at all (default-deny blocks nothing).
 	StateNoEnforcer State = "no-enforcer"
@@ -60,12 +62,10 @@ func (s State) Is(o Observed) (bool, string) {
 		case !o.KubeRouter && !o.KubeNetworkPolicies:
 			return false, "no enforcer is enforcing (kube-router: process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) +
 				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
-		case o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
-			return false, "the node is not open: pods' connections to it go to kube-network-policies' queue (AF-KNP-NODE)"
-		case o.KubeRouter && o.NodePortExemption != open:
-			return false, "the NodePort exemption is not open: kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
-		case o.PodIPv6Off:
-			return false, "IPv6 is not left on in pods: the CNI configuration turns it off"
+		case o.PodIPv6Off && o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
+			return false, "no hole is open: IPv6 is off in pods, and pods' connections to the node go to kube-network-policies' queue (AF-KNP-NODE)"
+		case o.PodIPv6Off && o.KubeRouter && o.NodePortExemption != open:
+			return false, "no hole is open: IPv6 is off in pods, and kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
 		}
 	case StateNoEnforcer:
 		if o.KubeRouterProcess || o.KubeRouterChains {

@@ -152,6 +152,10 @@ func (h *Host) in(fn func() error) error {
 	return <-errc
 }
 
+// Do runs fn inside the host's namespace, on one thread: sockets fn opens with raw system
+// calls (not Go's net package, whose I/O may move to other threads) stay there.
+func (h *Host) Do(fn func() error) error { return h.in(fn) }
+
 // Listen opens a TCP listener inside the host at addr (e.g. ":80" or ":0").
 func (h *Host) Listen(addr string) net.Listener { return h.ListenNetwork("tcp4", addr) }
 

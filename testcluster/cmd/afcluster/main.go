@@ -2,7 +2,7 @@
 //
 //	afcluster up [-enforcer kube-router|kube-network-policies|none] [-no-ingress] [-holes]
 //	afcluster ensure [-enforcer ...]  # up, unless a cluster with that enforcer already runs
-//	afcluster holes open|closed  # IPv6 in pods and the node (the enforcer's exemption), switched in place
+//	afcluster holes open|closed [ipv6|nodeport|all]  # IPv6 in pods, the node (the enforcer's exemption), or both (default), switched in place
 //	afcluster down       # removes everything the cluster made; idempotent
 //	afcluster status     # processes, node, pods, guard counters (fails if one is not 0)
 //	afcluster env        # prints `export KUBECONFIG=... PATH=...`
@@ -77,19 +77,24 @@ func run(ctx context.Context, args []string) error {
 		printEnv(h)
 		return nil
 	case "holes":
-		if len(args) != 2 || (args[1] != "open" && args[1] != "closed") {
-			return fmt.Errorf("usage: afcluster holes open|closed")
+		if len(args) < 2 || len(args) > 3 || (args[1] != "open" && args[1] != "closed") {
+			return fmt.Errorf("usage: afcluster holes open|closed [ipv6|nodeport|all]")
+		}
+		which := "all"
+		if len(args) == 3 {
+			which = args[2]
 		}
 		start := time.Now()
-		h, err := testcluster.SetHoles(ctx, args[1] == "open", logf)
+		h, err := testcluster.SetHoles(ctx, which, args[1] == "open", logf)
 		if err != nil {
 			return err
 		}
-		what := "IPv6 in pods and kube-router's NodePort exemption"
+		node := "kube-router's whole NodePort exemption"
 		if h.Enforcer == testcluster.EnforcerKubeNetworkPolicies {
-			what = "IPv6 in pods and pods' connections to the node (not sent to kube-network-policies' queue)"
+			node = "pods' connections to the node (not sent to kube-network-policies' queue)"
 		}
-		fmt.Printf("holes %s in %s: %s (enforcer %s)\n", args[1], time.Since(start).Round(time.Second), what, h.Enforcer)
+		fmt.Printf("holes %s %s in %s (enforcer %s); open now: IPv6 in pods %s, %s %s\n", which, args[1], time.Since(start).Round(time.Second), h.Enforcer,
+			openClosed(h.HoleIPv6), node, openClosed(h.HoleNode))
 		return nil
 	case "down":
 		start := time.Now()
@@ -153,6 +158,13 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q (want up, ensure, down, status, env, internet, leftovers, import, image or test-image)", args[0])
 	}
+}
+
+func openClosed(open bool) string {
+	if open {
+		return "open"
+	}
+	return "closed"
 }
 
 func printEnv(h *testcluster.Handle) {

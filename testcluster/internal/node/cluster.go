@@ -24,9 +24,10 @@ type Options struct {
 	Enforcer string
 	// Ingress builds and runs Traefik (the slowest build; default on).
 	Ingress bool
-	// Holes leaves IPv6 on in pods and kube-router's NodePort exemption open, as they are on
-	// a cluster nobody hardened (hardening.go): the variant af must refuse.
-	Holes bool
+	// Holes leaves IPv6 on in pods and the node open (kube-router's NodePort exemption, or
+	// kube-network-policies' unqueued input), as they are on a cluster nobody hardened
+	// (hardening.go): the variant af must refuse. Each can be left open alone.
+	Holes Holes
 	// ModuleDir is a directory inside af's Go module, to build af's own test binaries from.
 	ModuleDir string
 	// Log receives progress lines.
@@ -35,14 +36,66 @@ type Options struct {
 
 // State records how the running cluster was started.
 type State struct {
-	Enforcer  string `json:"enforcer"`
-	Ingress   bool   `json:"ingress"`
+	Enforcer string `json:"enforcer"`
+	Ingress  bool   `json:"ingress"`
+	// Holes is true when either hole is open; HoleIPv6 and HoleNode say which (a state
+	// written before they existed, with Holes alone, had both open).
 	Holes     bool   `json:"holes,omitempty"`
+	HoleIPv6  bool   `json:"hole_ipv6,omitempty"`
+	HoleNode  bool   `json:"hole_node,omitempty"`
 	Uplink    string `json:"uplink"`
 	IPForward string `json:"ip_forward_before"`
 	Started   string `json:"started"`
 	UpSeconds int    `json:"up_seconds"`
 }
+
+// Holes are the two containment holes an unhardened cluster has.
+type Holes struct {
+	// IPv6 is IPv6 left on in pods: their fe80:: segment, which no policy governs here.
+	IPv6 bool
+	// Node is the node open to pods past their policies: kube-router's whole NodePort
+	// exemption, or pods' connections to the node not queued to kube-network-policies.
+	Node bool
+}
+
+// Any is true when either hole is open.
+func (h Holes) Any() bool { return h.IPv6 || h.Node }
+
+// String names the open holes.
+func (h Holes) String() string {
+	switch {
+	case h.IPv6 && h.Node:
+		return "ipv6,node"
+	case h.IPv6:
+		return "ipv6"
+	case h.Node:
+		return "node"
+	}
+	return "none"
+}
+
+// ParseHoles reads "ipv6", "nodeport" (or "node"), "all" as the holes it names.
+func ParseHoles(s string) (Holes, error) {
+	switch s {
+	case "ipv6":
+		return Holes{IPv6: true}, nil
+	case "nodeport", "node":
+		return Holes{Node: true}, nil
+	case "all", "":
+		return Holes{IPv6: true, Node: true}, nil
+	}
+	return Holes{}, fmt.Errorf("hole %q: ipv6, nodeport or all", s)
+}
+
+// OpenHoles returns which holes the state records open.
+func (st State) OpenHoles() Holes {
+	if st.Holes && !st.HoleIPv6 && !st.HoleNode {
+		return Holes{IPv6: true, Node: true}
+	}
+	return Holes{IPv6: st.HoleIPv6, Node: st.HoleNode}
+}
+
+func (st *State) setHoles(h Holes) { st.Holes, st.HoleIPv6, st.HoleNode = h.Any(), h.IPv6, h.Node }
 
 // Cluster is one machine's test cluster.
 type Cluster struct {

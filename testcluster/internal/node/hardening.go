@@ -80,7 +80,7 @@ const (
 )
 
 func (c *Cluster) nodePortRange() string {
-	if c.opts.Holes {
+	if c.opts.Holes.Node {
 		return NodePortRange
 	}
 	return NarrowNodePortRange
@@ -88,7 +88,7 @@ func (c *Cluster) nodePortRange() string {
 
 // cniTuning is the tuning plugin's entry that turns IPv6 off in every pod, or "" with Holes.
 func (c *Cluster) cniTuning() string {
-	if c.opts.Holes {
+	if c.opts.Holes.IPv6 {
 		return ""
 	}
 	return `    {
@@ -98,11 +98,12 @@ func (c *Cluster) cniTuning() string {
 `
 }
 
-// SetHoles opens (true) or closes (false) both holes on the running cluster: the CNI
-// configuration new pods get, kube-router's NodePort exemption (kube-router is restarted on
-// clean chains), and the cluster's own pods (CoreDNS, Traefik), which are made anew under the
-// new configuration.
-func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
+// SetHoles opens (true) or closes (false) the holes named on the running cluster, leaving the
+// other as it is: the CNI configuration new pods get, the node's (kube-router's NodePort
+// exemption, kube-router restarted on clean chains; or the rule that queues pods' connections
+// to the node to kube-network-policies), and the cluster's own pods (CoreDNS, Traefik), which
+// are made anew under the new configuration.
+func (c *Cluster) SetHoles(ctx context.Context, which Holes, open bool) error {
 	st, err := ReadState(c.dirs)
 	if err != nil {
 		return err
@@ -110,18 +111,27 @@ func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 	if st.Enforcer == EnforcerNone {
 		return fmt.Errorf("the holes are an enforcer's; this cluster runs none")
 	}
-	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer = open, st.Ingress, st.Enforcer
+	holes := st.OpenHoles()
+	if which.IPv6 {
+		holes.IPv6 = open
+	}
+	nodeChanged := which.Node && holes.Node != open
+	if which.Node {
+		holes.Node = open
+	}
+	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer = holes, st.Ingress, st.Enforcer
 	if err := c.writeCNIConfig(); err != nil {
 		return err
 	}
-	switch st.Enforcer {
-	case EnforcerKubeRouter:
+	switch {
+	case !nodeChanged:
+	case st.Enforcer == EnforcerKubeRouter:
 		c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router") // linked there at up
 		if err := c.restartKubeRouter(ctx); err != nil {
 			return err
 		}
-	case EnforcerKubeNetworkPolicies:
-		if err := setKNPNodeRule(ctx, open); err != nil {
+	case st.Enforcer == EnforcerKubeNetworkPolicies:
+		if err := setKNPNodeRule(ctx, holes.Node); err != nil {
 			return err
 		}
 	}
@@ -139,7 +149,7 @@ func (c *Cluster) SetHoles(ctx context.Context, open bool) error {
 	if err := c.waitAddons(ctx); err != nil {
 		return err
 	}
-	st.Holes = open
+	st.setHoles(holes)
 	return writeState(c.dirs, st)
 }
 

@@ -23,7 +23,7 @@ func (c *Cluster) startKubeNetworkPolicies(ctx context.Context) error {
 	if err := c.start(c.kubeNetworkPolicies()); err != nil {
 		return err
 	}
-	if err := setKNPNodeRule(ctx, c.opts.Holes); err != nil {
+	if err := setKNPNodeRule(ctx, c.opts.Holes.Node); err != nil {
 		return err
 	}
 	return c.waitFor(ctx, "kube-network-policies' queue rules and reader", "kube-network-policies", 2*time.Minute, func(ctx context.Context) error {
@@ -106,7 +106,7 @@ func (c *Cluster) StartKubeNetworkPolicies(ctx context.Context) error {
 	if st.Enforcer != EnforcerKubeNetworkPolicies {
 		return fmt.Errorf("this cluster runs enforcer %s, not kube-network-policies", st.Enforcer)
 	}
-	c.opts.Holes = st.Holes
+	c.opts.Holes = st.OpenHoles()
 	c.bins.kubeNetworkPolicies = filepath.Join(c.dirs.Bin(), "kube-network-policies") // linked there at up
 	return c.startKubeNetworkPolicies(ctx)
 }

@@ -36,7 +36,8 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := checkAddressPlan(ctx); err != nil {
 		return err
 	}
-	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, Holes: c.opts.Holes, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
+	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
+	st.setHoles(c.opts.Holes)
 	if err := writeState(c.dirs, st); err != nil {
 		return err
 	}
@@ -67,11 +68,7 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := writeState(c.dirs, st); err != nil {
 		return err
 	}
-	holes := "closed"
-	if c.opts.Holes {
-		holes = "open"
-	}
-	c.logf("cluster up in %s (enforcer %s, IPv6 in pods and the NodePort exemption %s)", time.Since(start).Round(time.Second), c.opts.Enforcer, holes)
+	c.logf("cluster up in %s (enforcer %s, holes open: %s)", time.Since(start).Round(time.Second), c.opts.Enforcer, c.opts.Holes)
 	return nil
 }
 

@@ -78,6 +78,8 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 	str(&o.addrs.LinkLocalPorts, "link-local-ports", gate.DefaultLinkLocalPorts, "TCP ports tried on every IPv6 neighbour (ff02::1 answers and the neighbour table)")
 	str(&o.addrs.Node, "node", "", "the node's own address (in a pod: status.hostIP); empty leaves the node route out")
 	str(&o.addrs.NodePorts, "node-ports", gate.DefaultNodePorts, "ports the node serves, tried at --node: PORT[/tcp|/udp],...; name one in the NodePort range a host listener answers")
+	str(&o.addrs.NodeSamplePorts, "node-sample-ports", gate.DefaultNodeSamplePorts, "TCP ports inside the NodePort range where nothing should listen, tried at --node against --node-control-port: the node's own reset on one and a rejection on the other is an exempt range")
+	str(&o.addrs.NodeControlPort, "node-control-port", gate.DefaultNodeControlPort, "a TCP port outside the NodePort range where nothing listens, tried at --node beside --node-sample-ports")
 	str(&o.sidecar, "sidecar", "", "the sidecar's proxy address (default: AF_SIDECAR, else HTTP_PROXY's host on port 3128)")
 	if hidden {
 		str(&o.hold, "hold", "", "after a contained verdict, wait until this host:port accepts a TCP connection (af releases it when the pod may start)")
