@@ -49,17 +49,7 @@ func newHarness(t testing.TB) *harness {
 	meta.AddAddr(metadataIP + "/32")
 	r.Route(metadataIP+"/32", meta)
 
-	accept := func(ln net.Listener) {
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
+	accept := acceptAndClose
 	accept(sc.Listen(":3128"))
 	accept(inet.Listen(publicIP + ":443"))
 	accept(api.Listen(":6443"))
@@ -85,6 +75,19 @@ func newHarness(t testing.TB) *harness {
 		"--sidecar", h.sidecar, "--ipv6", "off", "--timeout", "300ms", "--interval", "50ms",
 	}
 	return h
+}
+
+// acceptAndClose accepts every connection on ln and closes it at once, until ln is closed.
+func acceptAndClose(ln net.Listener) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
 }
 
 // nodePort is the node's port in the NodePort range (30000-32767) in the harness.

@@ -32,15 +32,7 @@ func TestHoldWaitsForRelease(t *testing.T) {
 		t.Fatalf("the port the test had found free was taken meanwhile by another process: %v", err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(l)
 	select {
 	case err := <-released:
 		if err != nil {

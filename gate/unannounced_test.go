@@ -19,15 +19,7 @@ func TestWhoAnswersOnTheKernel(t *testing.T) {
 	pod := node.Attach("pod")
 	ln := node.Listen(":31001")
 	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	acceptAndClose(ln)
 	node.Nft(`table inet fw {
 	chain in {
 		type filter hook input priority 0; policy accept;

@@ -3,11 +3,11 @@
 # and always taken down again, even when a test fails. Every go test runs through
 # internal/testrun (hack/lib.sh), which fails a phase on a failed test, on nothing run and on a
 # -run alternative that matched no test.
-#   1. kube-router enforcing, holes closed: the testcluster suite, the engine image in
-#      containerd, the build tests, af up from the command line, the Kubernetes runtime, the
-#      GitHub Action under nektos/act, the GitHub App (last: it restarts the API server); then,
-#      side by side, the gate behind 20 pod starts and conformance, which the verdict reader
-#      must accept with 0 skipped.
+#   1. kube-router enforcing, holes closed: the testcluster suite, the gate behind 20 pod
+#      starts, the engine image in containerd, the build tests, af up from the command line,
+#      the Kubernetes runtime, the GitHub Action under nektos/act, the GitHub App (last: it
+#      restarts the API server); then conformance, which the verdict reader must accept with
+#      0 skipped.
 #   2. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
 #      exemption), read off the machine by each negative control before it claims anything;
 #      together: af up refuses naming the link-local and node routes, and the conformance
@@ -15,8 +15,8 @@
 #      escape and everything else to pass.
 #   3. kube-network-policies, hardened (IPv6 off in pods, pods' connections to the node queued
 #      to it: testcluster/internal/node/hardening.go): the testcluster suite's enforcement
-#      tests; side by side, the gate behind 20 pod starts, af up of the example, and
-#      conformance, which the verdict reader must accept with 0 skipped; then with its holes open, together: af up
+#      tests, the gate behind 20 pod starts, af up of the example, and conformance, which the
+#      verdict reader must accept with 0 skipped; then with its holes open, together: af up
 #      refuses naming the link-local, node and API server routes, and the conformance negative
 #      control requires exactly those behaviours to fail by an escape.
 #   4. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
@@ -41,6 +41,11 @@ AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 echo "== 1. cluster with kube-router"
 step cluster-up-kube-router bin/afcluster ensure -enforcer kube-router
 gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown|TestEnforcerAway)$' ./testcluster/...
+# Alone: its control pod, in a namespace without policies, must see the routes open. Run beside
+# conformance's churn of pods and policies, that pod's gate let its application start in one
+# run here (kube-router's rules for a deleted pod whose address was reused are a likely cause;
+# not established).
+gophase gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/
 gophase engine-image-in-containerd -run '^TestEngineImageRunsInContainerd$' ./images/engine/
 gophase images ./images/
 gophase af-up-cli -run '^TestUpBuildsPublishesAndRuns$' ./cmd/af/internal/cmd/root/
@@ -54,14 +59,9 @@ gophase action-under-act -run '^TestActionUnderAct(Stock|ForkPath|Documented)?$'
 gophase app-on-cluster -run '^(TestAppOnTheCluster|TestAppFailover)$' ./app/
 ./hack/dockerd.sh stop # the build tests are done; nothing of it may be left for the after-down check
 
-echo "== 1b. conformance on the enforcing cluster (make conformance), beside the gate's 20 pod starts"
-# They share nothing but the cluster, and neither asserts a time: side by side.
-gate_on_cluster() { gophase gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/; }
-conformance() {
-	bin/testrun step -phase conformance -report bin/conformance-report.jsonl -- \
-		env AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
-}
-together gate_on_cluster conformance
+echo "== 1b. conformance on the enforcing cluster (make conformance)"
+bin/testrun step -phase conformance -report bin/conformance-report.jsonl -- \
+	env AF_CONFORMANCE_REPORT=bin/conformance-report.jsonl ./hack/conformance.sh
 
 echo "== 2. the same cluster with IPv6 left on in pods and kube-router's NodePort exemption open (holes)"
 step holes-open bin/afcluster holes open
@@ -76,15 +76,12 @@ together holes_up holes_conformance
 echo "== 3. the cluster again with kube-network-policies (an enforcer that decides each new connection in userspace, through NFQUEUE)"
 step cluster-up-kube-network-policies bin/afcluster up -enforcer kube-network-policies
 gophase knp-testcluster -run '^(TestEnforce|TestGuardCountersZero|TestEnforcerAway)$' ./testcluster/
-# The gate's 20 pod starts, af up of the example and conformance share nothing but the
-# cluster, and none asserts a time: side by side.
+# The gate's 20 pod starts and af up of the example share nothing but the cluster: side by side.
 knp_gate() { gophase knp-gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/; }
 knp_up() { gophase knp-runtime -run '^TestUpTheExample$' ./runtime/kubernetes/; }
-knp_conformance() {
-	bin/testrun step -phase knp-conformance -report bin/conformance-knp.jsonl -- \
-		env ENFORCER=kube-network-policies AF_CONFORMANCE_REPORT=bin/conformance-knp.jsonl ./hack/conformance.sh
-}
-together knp_gate knp_up knp_conformance
+together knp_gate knp_up
+bin/testrun step -phase knp-conformance -report bin/conformance-knp.jsonl -- \
+	env ENFORCER=kube-network-policies AF_CONFORMANCE_REPORT=bin/conformance-knp.jsonl ./hack/conformance.sh
 
 echo "== 3b. the same cluster with IPv6 left on in pods and pods' connections to the node not queued (its holes)"
 step knp-holes-open bin/afcluster holes open
