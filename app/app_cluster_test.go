@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/antifailure/af/github/report"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/testcluster"
 )
@@ -253,8 +254,12 @@ func TestAppOnTheCluster(t *testing.T) {
 			{"create", "namespaces", "no"}, {"update", "namespaces", "no"}, {"get", "secrets", "no"},
 			{"delete", "pods", "no"}, {"create", "pods", "no"}, {"list", "networkpolicies", "no"},
 			{"create", "configmaps", "no"}, {"list", "configmaps", "no"},
+			// The watch: the probe pod and its log by name, no other pod.
+			{"get", "pods/af-probe", "yes"}, {"get", "pods/af-probe --subresource=log", "yes"},
+			{"get", "pods/other", "no"}, {"get", "pods/other --subresource=log", "no"}, {"list", "pods", "no"},
 		} {
-			out, _ := fx.h.Kubectl(ctx, "", "auth", "can-i", c.verb, c.resource, "--all-namespaces", "--as", sa)
+			args := append([]string{"auth", "can-i", c.verb}, strings.Fields(c.resource)...)
+			out, _ := fx.h.Kubectl(ctx, "", append(args, "--all-namespaces", "--as", sa)...)
 			if strings.TrimSpace(out) != c.want {
 				t.Errorf("can %s %s %s: %q, want %s", sa, c.verb, c.resource, strings.TrimSpace(out), c.want)
 			}
@@ -291,6 +296,11 @@ func TestAppOnTheCluster(t *testing.T) {
 		fx.environment(t, "af-env-shop-pr-108", testRepo, 108, time.Time{}, true, 1)
 		// As the App runs it: the pool, its journal in af-system, all with the account's token.
 		asApp := kubernetes.New(kubernetes.Options{Kubeconfig: path, DownTimeout: 3 * time.Minute})
+		// The sweep's read of the watch: the account may look (no probe pod here: absent, not
+		// refused).
+		if w, err := asApp.Watch(ctx, afruntime.Ref{ID: "shop-pr-108", Namespace: "af-env-shop-pr-108", Repository: testRepo}); err != nil || w.State != afruntime.WatchAbsent {
+			t.Fatalf("the watch read as the App's service account: %v %+v", err, w)
+		}
 		journal := asApp.Records("af-system", "teardown")
 		recorded := false
 		x := &Teardowner{Cluster: asApp, GitHub: fx.s.gh, Hook: func(ns string, start bool) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 	"github.com/antifailure/af/version"
 )
@@ -213,7 +214,8 @@ func TestIngress(t *testing.T) {
 }
 
 // RBAC grants exactly what Environments and Down use (namespaces get, list and delete, cluster
-// wide) and what the teardown journal uses (configmaps in the App's own namespace only).
+// wide), what Watch uses (the pod af-probe and its log, get, by name) and what the teardown
+// journal uses (configmaps in the App's own namespace only).
 func TestLeastPrivilege(t *testing.T) {
 	var role *rbacv1.ClusterRole
 	var binding *rbacv1.ClusterRoleBinding
@@ -238,13 +240,18 @@ func TestLeastPrivilege(t *testing.T) {
 	if role == nil || binding == nil || binding.RoleRef.Name != role.Name || binding.Subjects[0].Name != "af-app" {
 		t.Fatal("rbac.yaml needs the af-app ClusterRole bound to the af-app ServiceAccount")
 	}
-	if len(role.Rules) != 1 {
-		t.Fatalf("%d rules, want 1", len(role.Rules))
+	if len(role.Rules) != 2 {
+		t.Fatalf("%d rules, want 2", len(role.Rules))
 	}
 	r := role.Rules[0]
 	verbs := slices.Sorted(slices.Values(r.Verbs))
-	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"namespaces"}) || !slices.Equal(verbs, []string{"delete", "get", "list"}) {
+	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"namespaces"}) || !slices.Equal(verbs, []string{"delete", "get", "list"}) || len(r.ResourceNames) != 0 {
 		t.Fatalf("rule %+v", r)
+	}
+	r = role.Rules[1]
+	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"pods", "pods/log"}) || !slices.Equal(r.Verbs, []string{"get"}) ||
+		!slices.Equal(r.ResourceNames, []string{kubernetes.ProbeName}) {
+		t.Fatalf("the watch's rule %+v: want get on pods and pods/log named %s only", r, kubernetes.ProbeName)
 	}
 	if jrole == nil || jbinding == nil || jrole.Namespace != "af-system" || jbinding.Namespace != "af-system" ||
 		jbinding.RoleRef.Kind != "Role" || jbinding.RoleRef.Name != jrole.Name || jbinding.Subjects[0].Name != "af-app" {
@@ -304,7 +311,7 @@ func TestAppManifest(t *testing.T) {
 		"pull_requests": "write", // list open pull requests (the reaper); comments on pull requests
 		"issues":        "write", // the sticky comment is an issue comment
 		"deployments":   "write", // mark pr-<n> inactive
-		"checks":        "read",  // the action's check run, read by reviewers of the App
+		"checks":        "write", // the "af containment" check run when a watch sees an escape after the start
 	}
 	if len(m.Permissions) != len(want) {
 		t.Fatalf("permissions %v, want %v", m.Permissions, want)

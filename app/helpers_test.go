@@ -155,6 +155,7 @@ type memCluster struct {
 	fail    map[string]int // namespace → Downs left to fail
 	tries   map[string]int // namespace → Downs called, failed ones too
 	down    bool
+	watches map[string]*afruntime.Watch // namespace → what Watch answers (absent when unset)
 }
 
 func newMemCluster(envs ...afruntime.Environment) *memCluster {
@@ -209,6 +210,18 @@ func (c *memCluster) Reachable(context.Context) error {
 		return fmt.Errorf("connection refused")
 	}
 	return nil
+}
+
+func (c *memCluster) Watch(_ context.Context, ref afruntime.Ref) (*afruntime.Watch, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down {
+		return nil, fmt.Errorf("connection refused")
+	}
+	if w := c.watches[ref.Namespace]; w != nil {
+		return w, nil
+	}
+	return &afruntime.Watch{State: afruntime.WatchAbsent, Detail: "no probe pod"}, nil
 }
 
 // downCount is how many times Down was called for namespace ns, failed calls too.

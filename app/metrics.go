@@ -4,6 +4,7 @@ package app
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ func (m *Metrics) Sweep(s *Sweep, err error) {
 	m.sweeps.WithLabelValues(result).Inc()
 	if s != nil && err == nil && s.Live != nil {
 		m.Environments(s.Live, s.Oldest)
+		m.envs.setWatches(s.Watches)
 	}
 	if s == nil || s.DryRun {
 		return
@@ -122,6 +124,9 @@ func (m *Metrics) registerOps() {
 	m.envs = &environments{
 		count: prometheus.NewDesc("af_app_environments", "Live environments by repository, as of the last sweep.", []string{"repository"}, nil),
 		age:   prometheus.NewDesc("af_app_environment_oldest_seconds", "Age of the oldest live environment by repository, as of the last sweep.", []string{"repository"}, nil),
+		containment: prometheus.NewDesc("af_app_environment_containment",
+			"1 for each live environment, labelled with its containment as its probe last saw it, as of the last sweep: contained, escaped (a route got out), no-answer, stale (no recent check), stopped (the probe's pod ended), absent (no watch), starting, unread (the cluster could not be asked). Alert on state!=\"contained\".",
+			[]string{"namespace", "repository", "state"}, nil),
 	}
 	m.Registry.MustRegister(m.inFlight, m.dependency, m.dead, m.failures, m.envs,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "af_app_journal_records", Help: "Records in the durable journal (teardowns not yet done, or not yet told to GitHub)."},
@@ -185,10 +190,18 @@ func (m *Metrics) DependencyUp(dependency string, up bool) {
 
 // environments is a collector of the last Environments call, exported as one consistent set.
 type environments struct {
-	count, age *prometheus.Desc
-	mu         sync.Mutex
-	byRepo     map[string]int
-	oldest     map[string]time.Duration
+	count, age  *prometheus.Desc
+	containment *prometheus.Desc
+	mu          sync.Mutex
+	byRepo      map[string]int
+	oldest      map[string]time.Duration
+	watches     []EnvWatch
+}
+
+func (e *environments) setWatches(w []EnvWatch) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watches = slices.Clone(w)
 }
 
 func (e *environments) set(byRepo map[string]int, oldest map[string]time.Duration) {
@@ -200,6 +213,7 @@ func (e *environments) set(byRepo map[string]int, oldest map[string]time.Duratio
 func (e *environments) Describe(ch chan<- *prometheus.Desc) {
 	ch <- e.count
 	ch <- e.age
+	ch <- e.containment
 }
 
 func (e *environments) Collect(ch chan<- prometheus.Metric) {
@@ -210,5 +224,8 @@ func (e *environments) Collect(ch chan<- prometheus.Metric) {
 	}
 	for repo, d := range e.oldest {
 		ch <- prometheus.MustNewConstMetric(e.age, prometheus.GaugeValue, d.Seconds(), repo)
+	}
+	for _, w := range e.watches {
+		ch <- prometheus.MustNewConstMetric(e.containment, prometheus.GaugeValue, 1, w.Namespace, w.Repository, w.State)
 	}
 }

@@ -2,9 +2,14 @@ package app
 
 import (
 	"context"
+	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/antifailure/af/gate"
+	afruntime "github.com/antifailure/af/runtime"
 )
 
 // The operator's metrics, read as a scrape reads them: dead letters and failures by reason,
@@ -70,5 +75,64 @@ func TestMetricsForOperators(t *testing.T) {
 	m.Environments(nil, nil)
 	if got := scrape(); strings.Contains(got, "af_app_environments{") || strings.Contains(got, "af_app_environment_oldest_seconds{") {
 		t.Errorf("environments exported after an empty sweep:\n%s", grep(got, "environment"))
+	}
+}
+
+// A sweep reads every environment's watch: an escaped one is logged as an error with its
+// routes, one nothing can speak for (absent, the cluster not answering) as a warning, and the
+// scrape carries each environment's state, replaced at the next sweep.
+func TestSweepReadsWatches(t *testing.T) {
+	c := newMemCluster(prEnv(1), prEnv(2), prEnv(3))
+	c.watches = map[string]*afruntime.Watch{
+		"af-env-shop-pr-1": {State: gate.Contained, Detail: "contained: every route denied"},
+		"af-env-shop-pr-2": {State: gate.Escape, Detail: "NOT CONTAINED: at T the probe got out by node-local (10.0.0.1:10250)"},
+	}
+	var logs strings.Builder
+	srv, err := New(Config{Secret: secret, Cluster: c, ReapInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	r := &Reaper{Cluster: c, DryRun: true, Log: slog.New(slog.NewTextHandler(&logs, nil)), Observe: srv.Metrics.Sweep}
+	sw, err := r.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]string{}
+	for _, w := range sw.Watches {
+		states[w.Namespace] = w.State
+	}
+	if want := map[string]string{"af-env-shop-pr-1": "contained", "af-env-shop-pr-2": "escaped", "af-env-shop-pr-3": "absent"}; !maps.Equal(states, want) {
+		t.Fatalf("watches %v, want %v", states, want)
+	}
+	for _, want := range []string{
+		`level=ERROR msg="an environment is no longer contained"`, `namespace=af-env-shop-pr-2`, `node-local (10.0.0.1:10250)`,
+		`level=WARN msg="an environment's containment is not known"`, `namespace=af-env-shop-pr-3`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the sweep's log lacks %q:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), "namespace=af-env-shop-pr-1 ") {
+		t.Errorf("a contained environment was logged:\n%s", logs.String())
+	}
+	scrape := func() string { return get(srv.ManageHandler(), "/metrics").Body.String() }
+	got := scrape()
+	for _, w := range []string{
+		`af_app_environment_containment{namespace="af-env-shop-pr-1",repository="` + testRepo + `",state="contained"} 1`,
+		`af_app_environment_containment{namespace="af-env-shop-pr-2",repository="` + testRepo + `",state="escaped"} 1`,
+		`af_app_environment_containment{namespace="af-env-shop-pr-3",repository="` + testRepo + `",state="absent"} 1`,
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("/metrics lacks %q:\n%s", w, grep(got, "containment"))
+		}
+	}
+	// The enforcer is back: the next sweep replaces the set.
+	c.watches["af-env-shop-pr-2"] = &afruntime.Watch{State: gate.Contained, Detail: "contained"}
+	if _, err := r.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := scrape(); strings.Contains(got, `state="escaped"`) || !strings.Contains(got, `namespace="af-env-shop-pr-2",repository="`+testRepo+`",state="contained"} 1`) {
+		t.Errorf("after the second sweep:\n%s", grep(got, "containment"))
 	}
 }

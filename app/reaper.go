@@ -3,16 +3,21 @@ package app
 // The reaper: every interval, af's environments listed by their labels, and those whose pull
 // request is no longer open (GitHub asked once per repository, 100 open pull requests to a
 // request) or whose time to live has run out handed to the teardown queue. A lost webhook, a
-// cancelled workflow or a teardown dropped at shutdown costs at most one interval.
+// cancelled workflow or a teardown dropped at shutdown costs at most one interval. Each sweep
+// also reads every environment's watch (its probe checking again while it runs): one that is
+// not contained is logged as an error and exported in the metrics, never passed over.
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
@@ -35,10 +40,21 @@ type Sweep struct {
 	// until a later sweep can ask.
 	Errors []string `json:"errors,omitempty"`
 	DryRun bool     `json:"dry_run,omitempty"`
+	// Watches is each environment's containment as its probe last saw it (those the sweep
+	// removes included: they run until the teardown).
+	Watches []EnvWatch `json:"watches,omitempty"`
 	// Live counts the environments found by repository, and Oldest is the age of each
 	// repository's oldest (metrics).
 	Live   map[string]int           `json:"-"`
 	Oldest map[string]time.Duration `json:"-"`
+}
+
+// EnvWatch is one environment's watch as a sweep read it.
+type EnvWatch struct {
+	Namespace  string `json:"namespace"`
+	Repository string `json:"repository,omitempty"`
+	State      string `json:"state"`
+	Detail     string `json:"detail"`
 }
 
 // Reaper sweeps.
@@ -53,6 +69,18 @@ type Reaper struct {
 	Log    *slog.Logger
 	// Observe, when set, is told of each sweep (metrics).
 	Observe func(s *Sweep, err error)
+	// Report, when set (and not DryRun), is told when an environment of a pull request is
+	// seen escaped, and when one it was told of is contained again: a check run on the pull
+	// request. Each change is told once while this Reaper lives.
+	Report ContainmentReporter
+
+	mu   sync.Mutex
+	told map[string]string // namespace → the state Report was last told
+}
+
+// ContainmentReporter tells a pull request that its environment's containment changed.
+type ContainmentReporter interface {
+	ContainmentChanged(ctx context.Context, repository string, pullRequest int, w EnvWatch) error
 }
 
 // OpenPulls answers which pull requests of a repository are open, and whether a closed one
@@ -95,6 +123,7 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 		}
 	}
 	sort.Slice(envs, func(i, j int) bool { return envs[i].Namespace < envs[j].Namespace })
+	r.readWatches(ctx, s, envs, log)
 	byRepo := map[string][]afruntime.Environment{}
 	for _, e := range envs {
 		switch {
@@ -172,6 +201,86 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 		log.Info("queued removal", "delivery", id, "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "reason", rm.Reason)
 	}
 	return s, nil
+}
+
+// readWatches reads each environment's watch into s and logs every one that is not contained:
+// an error when a route got out, a warning when nothing can say (stale, stopped, absent, no
+// answer). A watch that cannot be read is a warning too, with its error.
+func (r *Reaper) readWatches(ctx context.Context, s *Sweep, envs []afruntime.Environment, log *slog.Logger) {
+	for _, e := range envs {
+		if ctx.Err() != nil {
+			return
+		}
+		ew := EnvWatch{Namespace: e.Namespace, Repository: e.Repository}
+		w, err := r.Cluster.Watch(ctx, afruntime.Ref{ID: e.ID, Namespace: e.Namespace, Repository: e.Repository})
+		switch {
+		case err != nil:
+			ew.State, ew.Detail = "unread", err.Error()
+		default:
+			ew.State, ew.Detail = w.State, w.Detail
+		}
+		s.Watches = append(s.Watches, ew)
+		r.tell(ctx, e, ew, log)
+		args := []any{"delivery", "reaper", "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "state", ew.State, "detail", ew.Detail}
+		switch ew.State {
+		case gate.Contained:
+		case gate.Escape:
+			log.Error("an environment is no longer contained", args...)
+		default:
+			log.Warn("an environment's containment is not known", args...)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ns := range r.told { // environments gone: forget what they were told
+		if !slices.ContainsFunc(envs, func(e afruntime.Environment) bool { return e.Namespace == ns }) {
+			delete(r.told, ns)
+		}
+	}
+}
+
+// tell passes a change of an environment's containment to Report: escaped, and contained
+// again after an escape it told. Other states are in the log and the metrics only.
+func (r *Reaper) tell(ctx context.Context, e afruntime.Environment, ew EnvWatch, log *slog.Logger) {
+	if r.Report == nil || r.DryRun || e.PullRequest == 0 || e.Repository == "" {
+		return
+	}
+	r.mu.Lock()
+	if r.told == nil {
+		r.told = map[string]string{}
+	}
+	last := r.told[e.Namespace]
+	r.mu.Unlock()
+	if !(ew.State == gate.Escape && last != gate.Escape || ew.State == gate.Contained && last == gate.Escape) {
+		return
+	}
+	if err := r.Report.ContainmentChanged(ctx, e.Repository, e.PullRequest, ew); err != nil {
+		log.Warn("could not tell the pull request its environment's containment changed; the next sweep tries again",
+			"delivery", "reaper", "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "state", ew.State, "error", err.Error())
+		return
+	}
+	r.mu.Lock()
+	r.told[e.Namespace] = ew.State
+	r.mu.Unlock()
+}
+
+// ContainmentChanged answers for the GitHub side: a completed check run, "af containment", on
+// the pull request's head commit (nothing when it is no longer open).
+func (g *GitHub) ContainmentChanged(ctx context.Context, repository string, n int, w EnvWatch) error {
+	rep, err := g.Reporter(ctx, repository, 0)
+	if err != nil {
+		return err
+	}
+	pull, err := rep.PullRequest(ctx, n)
+	if err != nil || !pull.Open {
+		return err
+	}
+	title := "Containment broken after the start: " + w.Namespace
+	if w.State == gate.Contained {
+		title = "Contained again: " + w.Namespace
+	}
+	_, err = rep.ContainmentCheck(ctx, pull.HeadSHA, w.State == gate.Contained, title, w.Detail)
+	return err
 }
 
 // Merged answers for the GitHub side: the pull request's merged flag.

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/github/githubtest"
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
@@ -111,5 +113,56 @@ func TestSweepWithoutGitHub(t *testing.T) {
 	}
 	if len(sw.Errors) != 1 || !strings.Contains(sw.Errors[0], "404") || len(sw.Removals) != 1 {
 		t.Fatalf("%+v", sw)
+	}
+}
+
+// The pull request is told of containment breaking after the start: one failed "af
+// containment" check run on its head commit when its environment's watch is seen escaped, none
+// more while it stays so, and a successful one when it is contained again. A dry run tells
+// nothing; an environment without a pull request is in the log and the metrics only.
+func TestSweepTellsThePullRequest(t *testing.T) {
+	s := newStandin(t)
+	head := strings.Repeat("d", 40)
+	s.SetPull(7, "open", head, false)
+	manual := afruntime.Environment{ID: "keep", Namespace: "af-env-keep", Repository: testRepo}
+	c := newMemCluster(prEnv(7), manual)
+	escaped := &afruntime.Watch{State: gate.Escape, Detail: "NOT CONTAINED: at T the probe got out by tcp-public (198.51.100.10:443)"}
+	c.watches = map[string]*afruntime.Watch{"af-env-shop-pr-7": escaped, "af-env-keep": escaped}
+	containment := func() []githubtest.CheckRun {
+		var out []githubtest.CheckRun
+		for _, r := range s.CheckRuns() {
+			if r.Name == report.ContainmentCheckName {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	dry := &Reaper{Cluster: c, GitHub: s.gh, Report: s.gh, DryRun: true}
+	if _, err := dry.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := containment(); len(got) != 0 {
+		t.Fatalf("a dry run wrote check runs: %+v", got)
+	}
+	r := &Reaper{Cluster: c, GitHub: s.gh, Report: s.gh}
+	for range 2 {
+		if _, err := r.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := containment()
+	if len(got) != 1 || got[0].HeadSHA != head || got[0].Status != "completed" || got[0].Conclusion != "failure" ||
+		!strings.Contains(got[0].Title, "Containment broken after the start: af-env-shop-pr-7") || !strings.Contains(got[0].Summary, "tcp-public (198.51.100.10:443)") {
+		t.Fatalf("after two sweeps that saw it escaped: %+v", got)
+	}
+	c.mu.Lock()
+	c.watches["af-env-shop-pr-7"] = &afruntime.Watch{State: gate.Contained, Detail: "contained: every route denied at T"}
+	c.mu.Unlock()
+	if _, err := r.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got = containment()
+	if len(got) != 2 || got[1].Conclusion != "success" || !strings.Contains(got[1].Title, "Contained again") {
+		t.Fatalf("after it was contained again: %+v", got)
 	}
 }

@@ -144,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	s.Reaper = &Reaper{Cluster: cfg.Cluster, Queue: s.Pool, Log: log, Observe: s.Metrics.Sweep}
 	if cfg.GitHub != nil {
 		s.Reaper.GitHub = cfg.GitHub
+		s.Reaper.Report = cfg.GitHub
 	}
 	s.mux, s.manage = s.routes(wh)
 	return s, nil

@@ -28,6 +28,8 @@ type Cluster interface {
 	Down(ctx context.Context, ref afruntime.Ref) error
 	// Reachable says whether the cluster answers (readiness).
 	Reachable(ctx context.Context) error
+	// Watch reads an environment's containment as its probe sees it now (it changes nothing).
+	Watch(ctx context.Context, ref afruntime.Ref) (*afruntime.Watch, error)
 }
 
 // Reporters gives a Reporter for a repository: *GitHub provides it.

@@ -228,3 +228,30 @@ func TestRoundsBeginApartWhenTheSidecarIsLate(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapeEnds: with EscapeEnds (the watch) the check ends at the first counted round that
+// got out, escaped, with that round as its routes; without it (the gate, the first probe) the
+// same script goes on to a contained verdict once enforcement holds.
+func TestEscapeEnds(t *testing.T) {
+	sidecar := acceptor(t, 0)
+	script := func(round int) (time.Duration, bool) { return 20 * time.Millisecond, round == 2 }
+	for _, c := range []struct {
+		ends    bool
+		verdict string
+		rounds  int
+	}{{false, Contained, 5}, {true, Escape, 2}} {
+		var starts sync.Map
+		cfg := Config{
+			Targets: []Target{{Route: RouteTCP, Addr: "192.0.2.1:443"}}, Sidecar: sidecar.Addr().String(),
+			Rounds: 3, Timeout: time.Second, Interval: 100 * time.Millisecond, Deadline: 20 * time.Second, EscapeEnds: c.ends,
+		}
+		cfg.attempt = scripted(script, &starts)
+		res := Check(context.Background(), cfg)
+		if res.Verdict != c.verdict || res.Rounds != c.rounds || len(res.Escaped) != 1 {
+			t.Errorf("EscapeEnds=%v: %s after %d rounds, escaped %v; want %s after %d", c.ends, res.Verdict, res.Rounds, res.Escaped, c.verdict, c.rounds)
+		}
+		if c.ends && (len(res.Routes) != 1 || res.Routes[0].Outcome != Escaped) {
+			t.Errorf("EscapeEnds: the routes are not the round that got out: %+v", res.Routes)
+		}
+	}
+}

@@ -66,6 +66,10 @@ type Config struct {
 	Deadline time.Duration
 	// Out receives one line per route per round (nil: none).
 	Out io.Writer
+	// EscapeEnds ends the check at the first counted round in which a route got out, with an
+	// escaped verdict. The gate and the first probe wait for enforcement that may come late;
+	// the watch, checking an environment that was contained, has its answer there.
+	EscapeEnds bool
 	// attempt and sidecarCheck replace the real try of a route and of the sidecar in this
 	// package's tests.
 	attempt      func(ctx context.Context, t Target, timeout time.Duration, round int) Attempt
@@ -110,6 +114,9 @@ type Result struct {
 	// SidecarMS is how long the check waited for the sidecar before the first round that
 	// tried the routes (the rest of MS is the rounds'); 0 when no round did.
 	SidecarMS float64 `json:"sidecar_ms,omitempty"`
+	// At is when the check ended (af probe and af gate set it): the watch's readers judge by
+	// it how old the last verdict is.
+	At time.Time `json:"at,omitzero"`
 }
 
 // Exit returns the process exit status for the verdict.
@@ -297,9 +304,13 @@ func Check(ctx context.Context, cfg Config) Result {
 					res.Verdict, res.Routes = Contained, last
 					break
 				}
+				if cfg.EscapeEnds && pr.before == nil && hasEscape(pr.attempts) {
+					res.Verdict, res.Routes = Escape, pr.attempts
+					break
+				}
 			}
 		}
-		if res.Verdict == Contained {
+		if res.Verdict == Contained || res.Verdict == Escape {
 			break
 		}
 	}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -493,4 +495,81 @@ func withoutFlags(args []string, names ...string) []string {
 		out = append(out, args[i])
 	}
 	return out
+}
+
+// TestWatch: `af probe --watch` goes on after a contained verdict and prints one verdict line
+// per check, with its time, whatever the verdict: contained while the pod is enforced, escaped
+// once enforcement is gone (naming the routes), contained again once it is back. Stopped as the
+// kubelet stops a container (SIGTERM), it exits 0.
+func TestWatch(t *testing.T) {
+	h := newHarness(t)
+	pod := h.r.Attach("watched")
+	h.enforce(pod, enforceDrop)
+	bin := afbuild.Binary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := pod.Command(ctx, bin, append(append([]string{"probe"}, h.args...), "--rounds", "1", "--deadline", "5s", "--watch", "300ms")...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan Result, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if res, ok := ParseVerdict(sc.Text()); ok && strings.Contains(sc.Text(), VerdictMarker) {
+				lines <- res
+			}
+		}
+		close(lines)
+	}()
+	checks := 0
+	// next reads verdict lines until one says want from a check that ended after since.
+	next := func(want string, since time.Time) Result {
+		t.Helper()
+		timeout := time.After(30 * time.Second)
+		for {
+			select {
+			case res, ok := <-lines:
+				if !ok {
+					t.Fatalf("the watch ended after %d checks waiting for %s; stderr:\n%s", checks, want, stderr.String())
+				}
+				checks++
+				if res.At.IsZero() {
+					t.Fatalf("a verdict line without its time: %+v", res)
+				}
+				if res.Verdict == want && res.At.After(since) {
+					return res
+				}
+			case <-timeout:
+				t.Fatalf("no %s check after %s in 30 s (%d checks read)", want, since.Format(time.StampMilli), checks)
+			}
+		}
+	}
+	first := next(Contained, time.Time{})
+	second := next(Contained, first.At)
+	opened := time.Now()
+	pod.Nft("delete table inet cni")
+	esc := next(Escape, opened)
+	if a := attemptOf(esc.Routes, "tcp-public"); a.Outcome != Escaped {
+		t.Errorf("enforcement gone, but tcp-public was %s: %+v", a.Outcome, esc.Routes)
+	}
+	closed := time.Now()
+	h.enforce(pod, enforceDrop)
+	again := next(Contained, closed)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("stopped by SIGTERM: %v; stderr:\n%s", err, stderr.String())
+	}
+	t.Logf("%d checks: contained at %s and %s; enforcement removed, escaped %s later by %d routes; enforced again, contained %s later",
+		checks, first.At.Format(time.StampMilli), second.At.Format(time.StampMilli),
+		esc.At.Sub(opened).Round(time.Millisecond), len(routesWith(esc.Routes, Escaped)), again.At.Sub(closed).Round(time.Millisecond))
 }

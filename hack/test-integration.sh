@@ -80,6 +80,8 @@ gophase knp-testcluster -run '^(TestEnforce|TestGuardCountersZero|TestEnforcerAw
 knp_gate() { gophase knp-gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/; }
 knp_up() { gophase knp-runtime -run '^TestUpTheExample$' ./runtime/kubernetes/; }
 together knp_gate knp_up
+# Alone: the watch after the start, on this enforcer; it stops and starts it (SIGINT, SIGTERM).
+gophase knp-watch -run '^TestWatch$' ./runtime/kubernetes/
 bin/testrun step -phase knp-conformance -report bin/conformance-knp.jsonl -- \
 	env ENFORCER=kube-network-policies AF_CONFORMANCE_REPORT=bin/conformance-knp.jsonl ./hack/conformance.sh
 

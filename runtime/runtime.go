@@ -144,7 +144,36 @@ type Status struct {
 	Services    []ServiceStatus `json:"services"`
 	// Quota is what the environment's pods hold against its quota, when it has one.
 	Quota *Quota `json:"quota,omitempty"`
+	// Watch is containment as the environment's probe sees it now, checking again while the
+	// environment runs; Probe is the verdict af up read before any service started.
+	Watch *Watch `json:"watch,omitempty"`
 }
+
+// Watch is the environment's containment while it runs: the last verdict of its probe, which
+// checks every route again on a schedule after af up.
+type Watch struct {
+	// State is the last check's verdict (contained, escaped, no-answer), or why there is none
+	// to trust: stale (no check for longer than two intervals and a check's deadline),
+	// stopped (the probe's pod ended), absent (no probe pod: the watch is off or was removed),
+	// starting (the first check is under way).
+	State string `json:"state"`
+	// EverySeconds is how often the probe checks.
+	EverySeconds float64 `json:"every_s,omitempty"`
+	// At is when the last check ended.
+	At *time.Time `json:"at,omitempty"`
+	// Last is the last check's result: its routes and, escaped, the routes that got out.
+	Last *gate.Result `json:"last,omitempty"`
+	// Detail says what the state means, in a sentence.
+	Detail string `json:"detail"`
+}
+
+// Watch states besides the verdicts (gate.Contained, gate.Escape, gate.CannotAnswer).
+const (
+	WatchStale    = "stale"
+	WatchStopped  = "stopped"
+	WatchAbsent   = "absent"
+	WatchStarting = "starting"
+)
 
 // Quota is the environment's resource quota as the cluster counts it: what its pods hold now
 // (used) against the ceiling (hard), as quantities (5, 1300m, 1536Mi).

@@ -62,6 +62,7 @@ var Vars = []Var{
 	{Name: "AF_INGRESS_ADDRESS", Meaning: "host:port where the ingress controller is reached when preview hosts do not resolve from where af runs", Default: "the preview host's own address"},
 	{Name: "AF_INGRESS_CONTROLLER", Meaning: "NAMESPACE/LABEL=VALUE,... of the ingress controller's pods, let in to web services", Default: "found on the cluster: the preview IngressClass's controller (Traefik, k3s's Traefik, ingress-nginx) by its pods' labels; af up fails at once with AF-RUN-048 when runtime.domain is set and none is found"},
 	{Name: "AF_CLUSTER_RESOLVER", Meaning: "namespace/name of the cluster resolver's Service", Default: "kube-system/kube-dns"},
+	{Name: "AF_WATCH_INTERVAL", Meaning: "how often each environment's probe checks every route again after af up, for as long as the environment runs (af status and the App's metrics show its last verdict); 0 turns the watch off and the probe pod is removed after its first verdict", Default: "1m"},
 	{Name: "AF_CLUSTER_CIDRS", Meaning: "comma-separated ranges of the cluster (pods, Services, nodes) added to those af discovers; the sidecar never reaches them", Default: "discovered"},
 	{Name: "GITHUB_REPOSITORY", Meaning: "OWNER/NAME, the repository environments are named and labelled for (with --pr)", Default: ""},
 	{Name: "AF_GATE_PUBLIC_TCP", Meaning: "the probe's and the gates' public TCP target", Default: "the production one (docs/gate.md)", Gate: true},
@@ -159,6 +160,20 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 				return o, failure.Newf(failure.UsageInvalid, "AF_CLUSTER_CIDRS=%q: %q is not an address range like 10.244.0.0/16", v, s)
 			}
 			o.ClusterCIDRs = append(o.ClusterCIDRs, p.Masked())
+		}
+	}
+	if v := getenv("AF_WATCH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		switch {
+		case err != nil || d < 0 || d > 0 && d < 5*time.Second:
+			return o, failure.Newf(failure.UsageInvalid, "AF_WATCH_INTERVAL=%q: a duration of at least 5s like 1m, or 0 to turn the watch off", v)
+		case d == 0:
+			o.Watch = -1
+		default:
+			o.Watch = d
 		}
 	}
 	if v := getenv("AF_CLUSTER_RESOLVER"); v != "" {

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/antifailure/af/failure"
 )
@@ -56,7 +57,15 @@ func TestKubernetesOptions(t *testing.T) {
 	if o.PublishEngine != "" {
 		t.Errorf("an engine image was named, yet af's own binary would be published: %s", o.PublishEngine)
 	}
-	for k, v := range map[string]string{"AF_CLUSTER_CIDRS": "10.0.0.0/33", "AF_URL_SCHEME": "ftp", "AF_REGISTRY_USERNAME": "u", "AF_INGRESS_CONTROLLER": "x"} {
+	// The watch: a duration, 0 to turn it off (negative to the runtime), nothing for its default.
+	for v, want := range map[string]time.Duration{"": 0, "30s": 30 * time.Second, "0": -1, "0s": -1} {
+		o, err := Kubernetes(func(k string) string { return map[string]string{"AF_WATCH_INTERVAL": v}[k] }, "", nil)
+		if err != nil || o.Watch != want {
+			t.Errorf("AF_WATCH_INTERVAL=%q: %v, %v; want %v", v, o.Watch, err, want)
+		}
+	}
+	for k, v := range map[string]string{"AF_CLUSTER_CIDRS": "10.0.0.0/33", "AF_URL_SCHEME": "ftp", "AF_REGISTRY_USERNAME": "u", "AF_INGRESS_CONTROLLER": "x",
+		"AF_WATCH_INTERVAL": "1s"} {
 		bad := map[string]string{k: v}
 		if _, err := Kubernetes(func(k string) string { return bad[k] }, "", nil); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%q: want an error naming it, got %v", k, v, err)

@@ -210,13 +210,20 @@ func RestartAPIServer(ctx context.Context, downFor time.Duration, log func(strin
 	return c.RestartAPIServer(ctx, downFor)
 }
 
-// StopEnforcer sends the running cluster's kube-network-policies sig and returns when it is
-// gone; StartEnforcer starts it again and waits until it enforces. Tests of how traffic fares
-// while the enforcer is away use them.
+// StopEnforcer sends the running cluster's enforcer (kube-network-policies or kube-router) sig
+// and returns when it is gone; StartEnforcer starts it again and waits until it enforces.
+// Tests of how traffic fares while the enforcer is away use them.
 func StopEnforcer(ctx context.Context, sig syscall.Signal, log func(string, ...any)) error {
 	c, err := cluster(Options{Log: log})
 	if err != nil {
 		return err
+	}
+	enforcer, err := c.Enforcer()
+	if err != nil {
+		return err
+	}
+	if enforcer == EnforcerKubeRouter {
+		return c.StopKubeRouter(ctx, sig)
 	}
 	return c.StopKubeNetworkPolicies(ctx, sig)
 }
@@ -226,6 +233,13 @@ func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
 	c, err := cluster(Options{Log: log})
 	if err != nil {
 		return err
+	}
+	enforcer, err := c.Enforcer()
+	if err != nil {
+		return err
+	}
+	if enforcer == EnforcerKubeRouter {
+		return c.StartKubeRouter(ctx)
 	}
 	return c.StartKubeNetworkPolicies(ctx)
 }

@@ -84,6 +84,11 @@ type Options struct {
 	// host resolves to: the ingress controller's address, for clusters whose preview domain
 	// does not resolve from where af runs (the local test cluster: 127.0.0.1:18080).
 	IngressAddress string
+	// Watch is how often the environment's probe pod checks every route again after its first
+	// contained verdict, for as long as the environment runs (continuous containment): af
+	// status and the App read its last verdict. Zero is the default (DefaultWatch); negative
+	// turns the watch off, and the probe pod is removed after its verdict as before.
+	Watch time.Duration
 	// Timeouts; zero uses the defaults.
 	SidecarTimeout, ProbeTimeout, MigrationTimeout, ReadyTimeout, DownTimeout time.Duration
 	// Progress receives what the runtime is doing.
@@ -98,6 +103,9 @@ type Options struct {
 	// is kept). It is unexported: only this package's tests can set it, never the af binary.
 	negativeControl string
 }
+
+// DefaultWatch is how often an environment's probe checks again while it runs.
+const DefaultWatch = time.Minute
 
 // IngressController locates the ingress controller's pods.
 type IngressController struct {
@@ -137,6 +145,9 @@ func New(o Options) *Runtime {
 	}
 	def(&o.SidecarTimeout, 3*time.Minute)
 	def(&o.ProbeTimeout, 3*time.Minute)
+	if o.Watch == 0 {
+		o.Watch = DefaultWatch
+	}
 	def(&o.MigrationTimeout, 10*time.Minute)
 	def(&o.ReadyTimeout, 5*time.Minute)
 	def(&o.DownTimeout, 3*time.Minute)

@@ -36,6 +36,9 @@ const (
 	AnnotationRepository = "dev.antifailure/repository"
 	AnnotationExpiresAt  = "dev.antifailure/expires-at"
 	AnnotationProbe      = "dev.antifailure/probe"
+	// AnnotationWatch, on the probe pod, is how often it checks again (a Go duration) once
+	// its first verdict was contained: it stays, and is the environment's watch.
+	AnnotationWatch      = "dev.antifailure/watch"
 	AnnotationConfigHash = "dev.antifailure/config-hash"
 	AnnotationSpecHash   = "dev.antifailure/spec-hash"
 )

@@ -173,7 +173,7 @@ func TestHolds(t *testing.T) {
 	if got := holdOf(e.migrationJob("web", e.Manifest.Services["web"]).Spec.Template.Spec); got != e.Holds["af-hold-web-migrate"] {
 		t.Errorf("the migration's gate holds at %q", got)
 	}
-	if got := holdOf(e.probePod().Spec); got != "" {
+	if got := holdOf(e.probePod(DefaultWatch).Spec); got != "" {
 		t.Errorf("the probe holds at %q", got)
 	}
 	// A gate environment from af's own settings cannot name a hold.
@@ -185,7 +185,7 @@ func TestHolds(t *testing.T) {
 	pods := []map[string]string{
 		e.deployment("web", e.Manifest.Services["web"]).Spec.Template.Labels,
 		e.migrationJob("web", e.Manifest.Services["web"]).Spec.Template.Labels,
-		e.probePod().Labels,
+		e.probePod(DefaultWatch).Labels,
 		e.sidecarDeployment("h").Spec.Template.Labels,
 	}
 	selects := func(sel, labels map[string]string) bool {

@@ -19,20 +19,25 @@ import (
 	"github.com/antifailure/af/manifest"
 )
 
-// probe runs the probe pod, reads its verdict, records it on the namespace and deletes the pod,
-// in every case.
-func (r *Runtime) probe(ctx context.Context, t *target, e *env) (*gate.Result, error) {
+// probe runs the probe pod, reads its verdict and records it on the namespace. The pod is
+// deleted, except when its verdict is contained and the watch is on: it then stays and checks
+// again every r.opts.Watch (the environment's watch, read by Status).
+func (r *Runtime) probe(ctx context.Context, t *target, e *env) (res0 *gate.Result, err0 error) {
 	pods := t.c.cs.CoreV1().Pods(t.ns)
 	if err := r.deletePod(ctx, t, ProbeName); err != nil {
 		return nil, err
 	}
-	if _, err := pods.Create(ctx, e.probePod(), metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+	if _, err := pods.Create(ctx, e.probePod(r.opts.Watch), metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
 		if quotaRefused(err) {
 			return nil, quotaFailure("the probe", err.Error())
 		}
 		return nil, apiError(t.c, "creating the probe pod", err)
 	}
 	defer func() {
+		if err0 == nil && res0 != nil && res0.Verdict == gate.Contained && r.opts.Watch > 0 {
+			r.progress(ctx).Printf("probe: stays as the environment's watch, checking every route again every %s (af status shows its last verdict)", r.opts.Watch)
+			return
+		}
 		// Deleted, not waited for: nothing depends on its being gone (the next af up waits
 		// for it before making a new one).
 		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -126,8 +131,9 @@ func (r *Runtime) recordProbe(ctx context.Context, t *target, res *gate.Result) 
 	}
 }
 
-// probePod runs `af probe` under exactly the labels and policies a service gets.
-func (e *env) probePod() *corev1.Pod {
+// probePod runs `af probe` under exactly the labels and policies a service gets; with watch > 0
+// it checks again every watch after a contained verdict.
+func (e *env) probePod(watch time.Duration) *corev1.Pod {
 	s := &manifest.Service{}
 	spec := e.podSpec(ProbeName, s, nil, corev1.RestartPolicyNever, "")
 	// The probe is the gate's check run as the pod's only container: no application image,
@@ -135,14 +141,18 @@ func (e *env) probePod() *corev1.Pod {
 	probe := e.gate(corev1.ResourceRequirements{}, "")
 	probe.Name = "probe"
 	probe.Args = []string{"probe"}
+	var annotations map[string]string
+	if watch > 0 {
+		probe.Args = append(probe.Args, "--watch", watch.String())
+		annotations = map[string]string{AnnotationWatch: watch.String()}
+	}
 	spec.InitContainers = nil
 	spec.Containers = []corev1.Container{probe}
 	grace := int64(1)
 	spec.TerminationGracePeriodSeconds = &grace
 	labels := e.labels(RoleService, ProbeName)
 	labels[LabelWorkload] = WorkloadProbe
-	return &corev1.Pod{
-		ObjectMeta: meta(ProbeName, e.Namespace, labels),
-		Spec:       spec,
-	}
+	om := meta(ProbeName, e.Namespace, labels)
+	om.Annotations = annotations
+	return &corev1.Pod{ObjectMeta: om, Spec: spec}
 }

@@ -361,7 +361,9 @@ func (r *Runtime) quotaStuck(ctx context.Context, t *target, msg string) bool {
 		return false
 	}
 	for _, p := range pods.Items {
-		finishing := p.Labels[LabelWorkload] == WorkloadMigration || p.Labels[LabelWorkload] == WorkloadProbe
+		// The probe finishes unless it is the watch, which stays (its slot is in the quota).
+		finishing := p.Labels[LabelWorkload] == WorkloadMigration ||
+			p.Labels[LabelWorkload] == WorkloadProbe && p.Annotations[AnnotationWatch] == ""
 		if p.DeletionTimestamp != nil || finishing && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			return false
 		}

@@ -128,7 +128,7 @@ func TestCeilingsAdmitAfsContainers(t *testing.T) {
 				pods = append(pods, pod{"migration " + name, e.migrationJob(name, s).Spec.Template.Spec})
 			}
 		}
-		pods = append(pods, pod{"probe", e.probePod().Spec}, pod{"sidecar", e.sidecarDeployment("h").Spec.Template.Spec})
+		pods = append(pods, pod{"probe", e.probePod(DefaultWatch).Spec}, pod{"sidecar", e.sidecarDeployment("h").Spec.Template.Spec})
 		sum := corev1.ResourceList{}
 		for _, p := range pods {
 			eff := corev1.ResourceList{}

@@ -56,6 +56,9 @@ func (r *Runtime) Status(ctx context.Context, ref afruntime.Ref) (*afruntime.Sta
 	if st.Quota, err = readQuota(ctx, t); err != nil {
 		return nil, err
 	}
+	if st.Watch, err = r.readWatch(ctx, t); err != nil {
+		return nil, err
+	}
 	deps, err := t.c.cs.AppsV1().Deployments(t.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
 	if err != nil {
 		return nil, apiError(t.c, "listing deployments", err)

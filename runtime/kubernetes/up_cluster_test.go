@@ -59,12 +59,13 @@ func TestUpTheExample(t *testing.T) {
 	t.Logf("af up of the example: %s; phases %v", upTime.Round(time.Millisecond), res.Phases)
 
 	// Order. Every workload's pods are written while the probe runs, but none of their
-	// application containers was seen started before the probe's verdict was read (its pod
-	// deleted). The probe starts beside the sidecar, and its rounds wait until the sidecar
-	// answers: which of the two pods appears first is not af's order to keep (af writes the
-	// sidecar's Deployment first, but its pod comes from the ReplicaSet controller, while af
-	// writes the probe pod itself; the probe pod was seen first, by 126 ms, in one run here).
-	var sidecarAdded, probeAdded, probeDeleted, firstStarted time.Time
+	// application containers was seen started before af read the probe's verdict (its
+	// progress line; the probe's pod then stays as the watch). The probe starts beside the
+	// sidecar, and its rounds wait until the sidecar answers: which of the two pods appears
+	// first is not af's order to keep (af writes the sidecar's Deployment first, but its pod
+	// comes from the ReplicaSet controller, while af writes the probe pod itself; the probe pod
+	// was seen first, by 126 ms, in one run here).
+	var sidecarAdded, probeAdded, firstStarted time.Time
 	workloadPods := 0
 	for _, e := range seen {
 		switch {
@@ -73,25 +74,26 @@ func TestUpTheExample(t *testing.T) {
 		case e.workload == WorkloadProbe && e.kind == watch.Added:
 			probeAdded = e.at
 		case e.workload == WorkloadProbe && e.kind == watch.Deleted:
-			probeDeleted = e.at
+			t.Errorf("the probe pod was deleted after a contained verdict: it stays as the watch")
 		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && e.kind == watch.Added:
 			workloadPods++
 		case (e.workload == WorkloadService || e.workload == WorkloadMigration) && e.started && firstStarted.IsZero():
 			firstStarted = e.at
 		}
 	}
-	if sidecarAdded.IsZero() || probeAdded.IsZero() || probeDeleted.IsZero() || firstStarted.IsZero() || workloadPods < 4 {
-		t.Fatalf("missing events: sidecar added %v, probe added %v, probe deleted %v, first application started %v, %d workload pods", sidecarAdded, probeAdded, probeDeleted, firstStarted, workloadPods)
+	verdictRead := said.first(t, "probe: contained")
+	if sidecarAdded.IsZero() || probeAdded.IsZero() || firstStarted.IsZero() || workloadPods < 4 {
+		t.Fatalf("missing events: sidecar added %v, probe added %v, first application started %v, %d workload pods", sidecarAdded, probeAdded, firstStarted, workloadPods)
 	}
 	// (Seen by listing every 100 ms: two events in one listing share a time.)
-	if firstStarted.Before(probeDeleted) {
-		t.Errorf("order: sidecar added %s, probe added %s, probe deleted %s, first application started %s", sidecarAdded.Format(time.StampMilli),
-			probeAdded.Format(time.StampMilli), probeDeleted.Format(time.StampMilli), firstStarted.Format(time.StampMilli))
+	if firstStarted.Before(verdictRead) {
+		t.Errorf("order: sidecar added %s, probe added %s, verdict read %s, first application started %s", sidecarAdded.Format(time.StampMilli),
+			probeAdded.Format(time.StampMilli), verdictRead.Format(time.StampMilli), firstStarted.Format(time.StampMilli))
 	}
 	// The same to the nanosecond, from the gates' own logs: every pod's gate was released
 	// after af read the probe's verdict; web's after af saw both worker instances ready and
 	// its migration succeed, and web's first line comes after the migration's last.
-	gated, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+	gated, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelWorkload + " in (" + WorkloadService + "," + WorkloadMigration + ")"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,6 +358,10 @@ func TestUpTheExample(t *testing.T) {
 	if st.Probe == nil || st.Probe.Verdict != gate.Contained {
 		t.Errorf("status probe: %+v", st.Probe)
 	}
+	// The watch: the probe stayed and its last check (the second up's first) was contained.
+	if w := st.Watch; w == nil || w.State != gate.Contained || w.At == nil || w.EverySeconds != DefaultWatch.Seconds() {
+		t.Errorf("status watch: %+v", w)
+	}
 	got := fmt.Sprint(st.Services)
 	for _, s := range st.Services {
 		if s.State != afruntime.StateRunning || s.Ready != s.Desired || s.CPU != "100m" || s.Memory != "64Mi" {
@@ -383,8 +389,8 @@ func TestUpTheExample(t *testing.T) {
 			t.Errorf("inventory lacks %s: %v", want, have)
 		}
 	}
-	if have["Pod/"+ProbeName] {
-		t.Errorf("inventory lists a probe pod after up")
+	if !have["Pod/"+ProbeName] {
+		t.Errorf("inventory lacks the probe pod, which stays after a contained up as the watch: %v", have)
 	}
 
 	// Down, timed.
@@ -433,7 +439,7 @@ func TestHoldsOrderTheStart(t *testing.T) {
 	}
 	ns := "af-env-holds-test"
 	list := func() []corev1.Pod {
-		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelRole + "=" + RoleService})
+		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelWorkload + " in (" + WorkloadService + "," + WorkloadMigration + ")"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -113,11 +113,18 @@ func rl(l corev1.ResourceList) string {
 
 func TestProbeAndMigration(t *testing.T) {
 	e := testEnv()
-	p := e.probePod()
+	p := e.probePod(DefaultWatch)
 	if p.Labels[LabelRole] != RoleService || p.Labels[LabelWorkload] != WorkloadProbe || len(p.Spec.InitContainers) != 0 ||
 		p.Spec.Containers[0].Image != e.EngineImage || p.Spec.Containers[0].Args[0] != "probe" || p.Spec.RestartPolicy != corev1.RestartPolicyNever ||
 		*p.Spec.AutomountServiceAccountToken || p.Spec.DNSPolicy != corev1.DNSNone {
 		t.Errorf("probe pod: %+v", p)
+	}
+	// The watch: --watch and the annotation the readers take its interval from; off, neither.
+	if got := strings.Join(p.Spec.Containers[0].Args, " "); got != "probe --watch 1m0s" || p.Annotations[AnnotationWatch] != "1m0s" {
+		t.Errorf("probe pod with the watch: args %q, annotations %v", got, p.Annotations)
+	}
+	if off := e.probePod(-1); len(off.Spec.Containers[0].Args) != 1 || off.Annotations[AnnotationWatch] != "" {
+		t.Errorf("probe pod with the watch off: args %q, annotations %v", off.Spec.Containers[0].Args, off.Annotations)
 	}
 	j := e.migrationJob("web", e.Manifest.Services["web"])
 	spec := j.Spec.Template.Spec

@@ -116,6 +116,15 @@ func (f *Fake) Environments(_ context.Context, flt afruntime.Filter) ([]afruntim
 // Reachable answers nil: the fake is always there.
 func (f *Fake) Reachable(context.Context) error { return nil }
 
+// Watch records ref and answers from StatusResult's watch, else absent: the fake runs no probe.
+func (f *Fake) Watch(_ context.Context, ref afruntime.Ref) (*afruntime.Watch, error) {
+	f.record(Call{Method: "Watch", Ref: ref})
+	if f.StatusResult != nil && f.StatusResult.Watch != nil {
+		return f.StatusResult.Watch, nil
+	}
+	return &afruntime.Watch{State: afruntime.WatchAbsent, Detail: "the fake runs no probe"}, nil
+}
+
 // Status records ref and returns StatusResult (or an absent environment) and StatusErr.
 func (f *Fake) Status(_ context.Context, ref afruntime.Ref) (*afruntime.Status, error) {
 	f.record(Call{Method: "Status", Ref: ref})

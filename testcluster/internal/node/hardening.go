@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/antifailure/af/testcluster/internal/layout"
@@ -173,4 +174,51 @@ func (c *Cluster) restartKubeRouter(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// StopKubeRouter sends the running kube-router sig and returns when the process is gone,
+// its rules left as its shutdown leaves them (nothing is flushed here).
+func (c *Cluster) StopKubeRouter(ctx context.Context, sig syscall.Signal) error {
+	return c.signalEnforcer(ctx, EnforcerKubeRouter, sig)
+}
+
+// StartKubeRouter starts kube-router again on the running cluster, with the options it was
+// brought up with (its NodePort range as the holes now stand), and waits for its chains.
+func (c *Cluster) StartKubeRouter(ctx context.Context) error {
+	st, err := ReadState(c.dirs)
+	if err != nil {
+		return err
+	}
+	if st.Enforcer != EnforcerKubeRouter {
+		return fmt.Errorf("this cluster runs enforcer %s, not kube-router", st.Enforcer)
+	}
+	c.opts.Holes = st.OpenHoles()
+	c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router")
+	if err := c.start(c.kubeRouter()); err != nil {
+		return err
+	}
+	return c.waitKubeRouterChains(ctx)
+}
+
+// waitKubeRouterChains waits until kube-router's firewall chains are in iptables.
+func (c *Cluster) waitKubeRouterChains(ctx context.Context) error {
+	return c.waitFor(ctx, "kube-router's firewall chains", "kube-router", 2*time.Minute, func(ctx context.Context) error {
+		out, err := run(ctx, "iptables-save", "-t", "filter")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, ":KUBE-ROUTER-FORWARD") {
+			return fmt.Errorf("no KUBE-ROUTER-FORWARD chain yet")
+		}
+		return nil
+	})
+}
+
+// Enforcer is the enforcer this cluster was brought up with.
+func (c *Cluster) Enforcer() (string, error) {
+	st, err := ReadState(c.dirs)
+	if err != nil {
+		return "", err
+	}
+	return st.Enforcer, nil
 }

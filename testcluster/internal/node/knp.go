@@ -72,24 +72,30 @@ func knpQueueReader() bool {
 // other signal, SIGTERM among them (what the kubelet sends a pod that is stopped, in a rollout
 // or an eviction), ends it at once, its table left behind.
 func (c *Cluster) StopKubeNetworkPolicies(ctx context.Context, sig syscall.Signal) error {
+	return c.signalEnforcer(ctx, EnforcerKubeNetworkPolicies, sig)
+}
+
+// signalEnforcer sends the running enforcer (the process named as the enforcer is) sig and
+// returns when it is gone, after checking that it is this cluster's enforcer.
+func (c *Cluster) signalEnforcer(ctx context.Context, name string, sig syscall.Signal) error {
 	st, err := ReadState(c.dirs)
 	if err != nil {
 		return err
 	}
-	if st.Enforcer != EnforcerKubeNetworkPolicies {
-		return fmt.Errorf("this cluster runs enforcer %s, not kube-network-policies", st.Enforcer)
+	if st.Enforcer != name {
+		return fmt.Errorf("this cluster runs enforcer %s, not %s", st.Enforcer, name)
 	}
-	pid, err := readPid(filepath.Join(c.dirs.Pids(), "kube-network-policies.pid"))
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
 	if err != nil || !alive(pid) {
-		return fmt.Errorf("kube-network-policies is not running")
+		return fmt.Errorf("%s is not running", name)
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("signal kube-network-policies: %w", err)
+		return fmt.Errorf("signal %s: %w", name, err)
 	}
 	for alive(pid) {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kube-network-policies still runs after %s: %w", sig, ctx.Err())
+			return fmt.Errorf("%s still runs after %s: %w", name, sig, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -168,16 +168,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		if err := c.start(c.kubeRouter()); err != nil {
 			return err
 		}
-		if err := c.waitFor(ctx, "kube-router's firewall chains", "kube-router", 2*time.Minute, func(ctx context.Context) error {
-			out, err := run(ctx, "iptables-save", "-t", "filter")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(out, ":KUBE-ROUTER-FORWARD") {
-				return fmt.Errorf("no KUBE-ROUTER-FORWARD chain yet")
-			}
-			return nil
-		}); err != nil {
+		if err := c.waitKubeRouterChains(ctx); err != nil {
 			return err
 		}
 	}

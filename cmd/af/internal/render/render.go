@@ -110,6 +110,7 @@ func Status(w io.Writer, st *afruntime.Status) {
 	}
 	fmt.Fprintln(w)
 	Quota(w, st.Quota)
+	Watch(w, st.Watch)
 	urls := map[string]string{}
 	for _, s := range st.Services {
 		if s.URL != "" {
@@ -127,6 +128,15 @@ func Status(w io.Writer, st *afruntime.Status) {
 			fmt.Fprintf(w, "%s failed: `af logs %s --previous` shows its last lines\n", s.Name, s.Name)
 		}
 	}
+}
+
+// Watch writes the environment's containment as its probe sees it now, on one line, above the
+// verdict af up read (the probe's table). Nothing when the runtime reported none.
+func Watch(w io.Writer, wa *afruntime.Watch) {
+	if wa == nil {
+		return
+	}
+	fmt.Fprintf(w, "watch: %s\n", wa.Detail)
 }
 
 // Quota writes the environment's quota on one line, used/hard: pods, then the pods' CPU and

@@ -71,6 +71,12 @@ func TestGolden(t *testing.T) {
 				Quota: &afruntime.Quota{Pods: afruntime.QuotaFigure{Used: "5", Hard: "14"}, CPU: afruntime.QuotaFigure{Used: "1300m", Hard: "14"},
 					Memory: afruntime.QuotaFigure{Used: "1600Mi", Hard: "15Gi"}}})
 		},
+		"status-escaped-after-start": func(b *bytes.Buffer) {
+			at := time.Date(2026, 12, 4, 15, 2, 3, 0, time.UTC)
+			Status(b, &afruntime.Status{Environment: "shop-pr-1", Namespace: "af-env-shop-pr-1", Exists: true, ExpiresAt: &expires, Probe: contained(), Services: services,
+				Watch: &afruntime.Watch{State: gate.Escape, EverySeconds: 60, At: &at,
+					Detail: "NOT CONTAINED: at 2026-12-04T15:02:03Z the probe got out by tcp-public (198.51.100.10:443); the services keep running: find what changed on the cluster (its NetworkPolicy enforcer, the namespace's policies), or remove the environment with `af down`"}})
+		},
 		"status-no-verdict": func(b *bytes.Buffer) {
 			Status(b, &afruntime.Status{Environment: "shop-pr-1", Namespace: "af-env-shop-pr-1", Exists: true, Services: services})
 		},

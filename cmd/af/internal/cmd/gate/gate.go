@@ -23,6 +23,7 @@ type options struct {
 	interval time.Duration
 	deadline time.Duration
 	hold     string
+	watch    time.Duration
 }
 
 // NewCmdGate returns `af gate`.
@@ -43,7 +44,12 @@ func NewCmdProbe(f *factory.Factory) *cobra.Command {
 		"Try every escape route from this pod and print the containment verdict",
 		`The namespace probe: run in one pod under exactly the rules a service runs under, before
 any service image runs. It tries the same routes as the gate and prints the verdict line
-(AF-VERDICT {...}) that af up reads. Exit 0 contained, 3 escaped, 4 no answer.`)
+(AF-VERDICT {...}) that af up reads. Exit 0 contained, 3 escaped, 4 no answer.
+
+With --watch D, a contained verdict is not the end: the probe checks every route again every D,
+for as long as it runs, and prints one verdict line per check with its time ("at"), whatever
+the verdict. That is the environment's watch (continuous containment): af status and the App
+read its last line. It exits 0 when stopped.`)
 }
 
 func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *cobra.Command {
@@ -81,6 +87,9 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 	str(&o.addrs.NodeSamplePorts, "node-sample-ports", gate.DefaultNodeSamplePorts, "TCP ports inside the NodePort range where nothing should listen, tried at --node against --node-control-port: the node's own reset on one and a rejection on the other is an exempt range")
 	str(&o.addrs.NodeControlPort, "node-control-port", gate.DefaultNodeControlPort, "a TCP port outside the NodePort range where nothing listens, tried at --node beside --node-sample-ports")
 	str(&o.sidecar, "sidecar", "", "the sidecar's proxy address (default: AF_SIDECAR, else HTTP_PROXY's host on port 3128)")
+	if !hidden {
+		fl.DurationVar(&o.watch, "watch", envDur(env("watch"), 0), "after a contained verdict, check every route again every this long and print each verdict line (0: exit after the first)")
+	}
 	if hidden {
 		str(&o.hold, "hold", "", "after a contained verdict, wait until this host:port accepts a TCP connection (af releases it when the pod may start)")
 	}
@@ -117,14 +126,15 @@ func run(cmd *cobra.Command, f *factory.Factory, o *options) error {
 	if sidecar == "" {
 		return failure.Newf(failure.UsageInvalid, "no sidecar address: set --sidecar, AF_SIDECAR or HTTP_PROXY")
 	}
-	if o.rounds < 1 || o.timeout <= 0 || o.deadline <= 0 || o.interval < 0 {
-		return failure.Newf(failure.UsageInvalid, "--rounds, --timeout and --deadline must be positive, --interval not negative")
+	if o.rounds < 1 || o.timeout <= 0 || o.deadline <= 0 || o.interval < 0 || o.watch < 0 {
+		return failure.Newf(failure.UsageInvalid, "--rounds, --timeout and --deadline must be positive, --interval and --watch not negative")
 	}
 	cfg := gate.Config{Targets: targets, Sidecar: sidecar, Rounds: o.rounds, Timeout: o.timeout, Interval: o.interval, Deadline: o.deadline}
 	if !f.IO.JSON() {
 		cfg.Out = f.IO.Out
 	}
 	res := gate.Check(cmd.Context(), cfg)
+	res.At = time.Now().UTC()
 	if f.IO.JSON() {
 		if err := f.WriteJSON(res); err != nil {
 			return err
@@ -135,6 +145,9 @@ func run(cmd *cobra.Command, f *factory.Factory, o *options) error {
 	switch res.Verdict {
 	case gate.Contained:
 		f.Infof("contained: every route denied in %d consecutive rounds (%d rounds, %.0f ms, %.0f ms of it waiting for the sidecar)", o.rounds, res.Rounds, res.MS, res.SidecarMS)
+		if o.watch > 0 {
+			return watch(cmd, f, cfg, o.watch)
+		}
 		if o.hold == "" {
 			return nil
 		}
@@ -163,6 +176,38 @@ func run(cmd *cobra.Command, f *factory.Factory, o *options) error {
 		e := failure.Newf(failure.NotContained, "containment could not be observed: %s", res.Reason)
 		e.Status = gate.ExitCannotAnswer
 		return quiet(f, e)
+	}
+}
+
+// watch checks every route again every interval until stopped, printing each verdict line.
+// Only the lines are printed (not each route of each round): a check a minute is a line of a
+// few kilobytes, well inside what the kubelet keeps of a container's log. A check that is not
+// contained is printed and the watch goes on: the next check says whether it was a moment or
+// lasts, and the readers show both.
+func watch(cmd *cobra.Command, f *factory.Factory, cfg gate.Config, every time.Duration) error {
+	ctx := cmd.Context()
+	cfg.Out = nil
+	cfg.EscapeEnds = true
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		res := gate.Check(ctx, cfg)
+		if ctx.Err() != nil {
+			return nil
+		}
+		res.At = time.Now().UTC()
+		if f.IO.JSON() {
+			if err := f.WriteJSON(res); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintln(f.IO.Out, res.Line())
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/gate"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )
@@ -108,6 +111,21 @@ as one JSON object. The exit status is 0 when every removal succeeded, 1 otherwi
 			}
 			for _, e := range sw.Errors {
 				fmt.Fprintf(out, "  not asked: %s\n", e)
+			}
+			// Containment now: the count by state, and each environment seen escaped.
+			states := map[string]int{}
+			for _, w := range sw.Watches {
+				states[w.State]++
+				if w.State == gate.Escape {
+					fmt.Fprintf(out, "  NOT CONTAINED %-26s %s\n", w.Namespace, w.Detail)
+				}
+			}
+			if len(states) > 0 {
+				var parts []string
+				for _, k := range slices.Sorted(maps.Keys(states)) {
+					parts = append(parts, fmt.Sprintf("%d %s", states[k], k))
+				}
+				fmt.Fprintf(out, "watches: %s\n", strings.Join(parts, ", "))
 			}
 			return errorIf(nil, failed)
 		},

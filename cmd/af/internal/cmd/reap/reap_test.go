@@ -64,6 +64,7 @@ func TestReapDryRun(t *testing.T) {
 		"af-env-shop-pr-2", "acme/shop#2: the pull request was merged",
 		"af-env-shop-pr-3", "acme/shop#3: the pull request was closed",
 		"kept af-env-keep", "no pull request and no time to live",
+		"watches: 5 absent\n", // each environment's watch read (the fake runs no probe)
 	} {
 		if !strings.Contains(r.Out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.Out)
