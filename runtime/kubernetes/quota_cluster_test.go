@@ -94,30 +94,31 @@ func TestQuotaAndLimitRange(t *testing.T) {
 		}
 	}
 
-	// Status: the sidecar and web's one instance hold 2 pods and 400m, 384Mi of limits (the
-	// probe is gone, the migration done); the quota controller counts within moments.
+	// Status: the sidecar, web's one instance and the probe, staying as the watch, hold 3 pods
+	// and 600m, 512Mi of limits (the migration done); the quota controller counts within
+	// moments.
 	var st *afruntime.Status
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if st, err = rt.Status(ctx, ref); err != nil {
 			t.Fatal(err)
 		}
-		if st.Quota != nil && st.Quota.Pods.Used == "2" || time.Now().After(deadline) {
+		if st.Quota != nil && st.Quota.Pods.Used == "3" || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	want := afruntime.Quota{Pods: afruntime.QuotaFigure{Used: "2", Hard: "6"}, CPU: afruntime.QuotaFigure{Used: "400m", Hard: "1200m"},
-		Memory: afruntime.QuotaFigure{Used: "384Mi", Hard: "896Mi"}}
+	want := afruntime.Quota{Pods: afruntime.QuotaFigure{Used: "3", Hard: "6"}, CPU: afruntime.QuotaFigure{Used: "600m", Hard: "1200m"},
+		Memory: afruntime.QuotaFigure{Used: "512Mi", Hard: "896Mi"}}
 	if st.Quota == nil || *st.Quota != want {
 		t.Errorf("status quota %+v, want %+v", st.Quota, want)
 	}
-	if data, err := json.Marshal(st); err != nil || !strings.Contains(string(data), `"quota":{"pods":{"used":"2","hard":"6"}`) {
+	if data, err := json.Marshal(st); err != nil || !strings.Contains(string(data), `"quota":{"pods":{"used":"3","hard":"6"}`) {
 		t.Errorf("status JSON: %s %v", data, err)
 	}
 
 	// A pod made in the namespace by anyone: each container within the limit range's max, five
-	// of them over the 800m of limits.cpu the quota has left: refused by the API server.
+	// of them over the 600m of limits.cpu the quota has left: refused by the API server.
 	pod := func(name string, containers int, cpu string) *corev1.Pod {
 		grace := int64(1)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: &grace}}
@@ -149,9 +150,10 @@ func TestQuotaAndLimitRange(t *testing.T) {
 		t.Errorf("a container over max: want the limit range's refusal, got %v", err)
 	}
 
-	// Something else takes what is left (800m); web is scaled to 2 instances: its ReplicaSet
-	// cannot create the second, and the wait fails at once with AF-RUN-004 naming the quota.
-	if _, err := f.kube.CoreV1().Pods(ns).Create(ctx, pod("hog", 4, "200m"), metav1.CreateOptions{}); err != nil {
+	// Something else takes what is left (600m); web is scaled to 2 instances: its ReplicaSet
+	// cannot create the second, and the wait fails at once with AF-RUN-004 naming the quota
+	// (the watch, running, is not waited for as a probe that finishes would be).
+	if _, err := f.kube.CoreV1().Pods(ns).Create(ctx, pod("hog", 3, "200m"), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a pod taking what the quota has left: %v", err)
 	}
 	if _, err := f.kube.AppsV1().Deployments(ns).Patch(ctx, "web", types.MergePatchType, []byte(`{"spec":{"replicas":2}}`), metav1.PatchOptions{}); err != nil {
