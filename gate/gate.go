@@ -453,12 +453,12 @@ func try(ctx context.Context, t Target, timeout time.Duration) Attempt {
 		}
 		outcome, detail := tryLinkLocal(ctx, le, t.ports)
 		return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
-	case t.Route == RouteNodeUnannounced && t.unannounced != nil:
+	case t.unannounced != nil:
 		outcome, detail := tryUnannounced(ctx, t.unannounced, timeout)
 		return Attempt{Route: t.Route, Target: t.Addr, Outcome: outcome, Detail: detail, MS: ms(time.Since(start))}
-	case t.Route == RouteDNS || t.Network == "udp":
+	case strings.TrimSuffix(t.Route, "-v6") == RouteDNS || t.Network == "udp":
 		err = tryDNS(ctx, t.Addr)
-	case t.Route == RouteMetadata:
+	case strings.TrimSuffix(t.Route, "-v6") == RouteMetadata:
 		err = tryHTTP(ctx, t.Addr)
 	default:
 		err = tryTCP(ctx, t.Addr)

@@ -29,8 +29,9 @@ type Addresses struct {
 	IPv6 string
 	// LinkLocalPorts are the TCP ports tried on every IPv6 neighbour (DefaultLinkLocalPorts).
 	LinkLocalPorts string
-	// Node is the address of the node the pod runs on (the downward API's status.hostIP);
-	// empty leaves the node route out. NodePorts are the ports it serves that the route tries
+	// Node is the address of the node the pod runs on, or its addresses separated by commas
+	// (the downward API's status.hostIPs: one per family on a dual-stack node); empty leaves
+	// the node routes out. The routes at an IPv6 address are named with -v6. NodePorts are the ports it serves that the route tries
 	// ("10250/tcp,30999/udp"; DefaultNodePorts): name one in the NodePort range that a
 	// host-network listener answers, as the enforcer may exempt that range.
 	Node, NodePorts string
@@ -94,21 +95,35 @@ func (a Addresses) Targets() ([]Target, error) {
 		if len(nodePorts) == 0 {
 			return nil, fmt.Errorf("node ports: none named")
 		}
-		for _, p := range nodePorts {
-			t := Target{Route: RouteNode, Addr: net.JoinHostPort(a.Node, strconv.Itoa(p.port))}
-			if p.proto == "udp" {
-				t.Network = "udp"
+		// Every address of the node (status.hostIPs: one per family on a dual-stack node); the
+		// routes at its IPv6 address are named with -v6.
+		for _, node := range strings.Split(a.Node, ",") {
+			node = strings.TrimSpace(node)
+			ip := net.ParseIP(node)
+			if ip == nil {
+				return nil, fmt.Errorf("node %q is not an IP address", node)
 			}
-			ts = append(ts, t)
+			suffix := ""
+			if ip.To4() == nil {
+				suffix = "-v6"
+			}
+			for _, p := range nodePorts {
+				t := Target{Route: RouteNode + suffix, Addr: net.JoinHostPort(node, strconv.Itoa(p.port))}
+				if p.proto == "udp" {
+					t.Network = "udp"
+				}
+				ts = append(ts, t)
+			}
+			u, err := unannouncedTarget(node, or(a.NodeSamplePorts, DefaultNodeSamplePorts), or(a.NodeControlPort, DefaultNodeControlPort))
+			if err != nil {
+				return nil, err
+			}
+			u.Route += suffix
+			ts = append(ts, u)
 		}
-		u, err := unannouncedTarget(a.Node, or(a.NodeSamplePorts, DefaultNodeSamplePorts), or(a.NodeControlPort, DefaultNodeControlPort))
-		if err != nil {
-			return nil, err
-		}
-		ts = append(ts, u)
 	}
 	for _, t := range ts {
-		if t.Route == RouteLinkLocal || t.Route == RouteNodeUnannounced {
+		if t.Route == RouteLinkLocal || t.unannounced != nil {
 			continue
 		}
 		if _, _, err := net.SplitHostPort(t.Addr); err != nil {

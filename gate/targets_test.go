@@ -41,9 +41,17 @@ func TestTargets(t *testing.T) {
 		{"the node's default port is the kubelet's",
 			func(a Addresses) Addresses { a.Node = "10.244.0.1"; return a },
 			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-unannounced=10.244.0.1:30000,32765 vs 29999", ""},
-		{"an IPv6 node address",
+		{"an IPv6 node address: its routes named -v6",
 			func(a Addresses) Addresses { a.Node, a.NodePorts = "fd00::1", "10250"; return a },
-			four + "ipv6-link-local=ff02::1+neighbours node-local=[fd00::1]:10250 node-unannounced=[fd00::1]:30000,32765 vs 29999", ""},
+			four + "ipv6-link-local=ff02::1+neighbours node-local-v6=[fd00::1]:10250 node-unannounced-v6=[fd00::1]:30000,32765 vs 29999", ""},
+		{"a dual-stack node (status.hostIPs): each address every way",
+			func(a Addresses) Addresses {
+				a.Node, a.NodePorts = "10.244.0.1,fd61:af:244::1", "10250,30999/udp"
+				return a
+			},
+			four + "ipv6-link-local=ff02::1+neighbours node-local=10.244.0.1:10250 node-local=10.244.0.1:30999/udp node-unannounced=10.244.0.1:30000,32765 vs 29999" +
+				" node-local-v6=[fd61:af:244::1]:10250 node-local-v6=[fd61:af:244::1]:30999/udp node-unannounced-v6=[fd61:af:244::1]:30000,32765 vs 29999", ""},
+		{"a node address that is not one", func(a Addresses) Addresses { a.Node = "10.244.0.1,node-1"; return a }, "", `node "node-1" is not an IP address`},
 		{"the node's unannounced ports named",
 			func(a Addresses) Addresses {
 				a.Node, a.NodeSamplePorts, a.NodeControlPort = "10.244.0.1", "31000", "8"

@@ -17,6 +17,7 @@
 #
 # Environment:
 #   AF_CONFORMANCE_REPORT   where the report goes (default bin/conformance-report.jsonl)
+#   DUAL_STACK              set (to anything): the local test cluster dual-stack (afcluster -dual-stack)
 #   AF_CONFORMANCE_TIMEOUT  go test's timeout for the run (default 30m; go's own default is 10m)
 #   AF_CONFORMANCE_EXTERNAL=1  do not touch the test cluster: the tests read
 #                           AF_CONFORMANCE_KUBECONFIG and friends (make k8s-conformance)
@@ -42,7 +43,7 @@ if [ "${AF_CONFORMANCE_EXTERNAL:-}" != 1 ]; then
 	if [ "$expect" = accept ]; then
 		if ! afcluster env >/dev/null 2>&1; then started=1; fi
 		if [ -n "$started" ]; then trap 'echo "== taking the test cluster down"; afcluster down || true' EXIT; fi
-		afcluster ensure -enforcer "${ENFORCER:-kube-router}"
+		afcluster ensure -enforcer "${ENFORCER:-kube-router}" ${DUAL_STACK:+-dual-stack}
 	fi
 fi
 

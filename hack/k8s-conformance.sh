@@ -13,8 +13,11 @@
 #      with the NodePort exemption narrowed as docs/runtime.md's checklist says:
 #      --service-node-port-range=32766-32767 (k3s hands it to its kube-router as the range it
 #      exempts, and to its API server, where Traefik's LoadBalancer Service takes exactly those
-#      two ports). IPv6 in pods is NOT yet off here: k3s bundles no CNI tuning plugin and has no
-#      flag for it (docs/conformance.md, "What this machine cannot check");
+#      two ports). k3s bundles no CNI tuning plugin to turn IPv6 off in pods, so their
+#      link-local segment (all the IPv6 they have: the cluster is IPv4-only) is closed in the
+#      node instead: the link-local rule (afcluster link-local-rules: an ip6tables chain on
+#      flannel's bridge cni0 that lets neighbour discovery through and drops every other
+#      link-local packet), docs/runtime.md's checklist item 2;
 #   5. runs hack/conformance.sh against it (the roster, the startup proof, the verdict reader);
 #   6. deletes the cluster and the fake internet (AF_K8S_CONFORMANCE_KEEP=1 keeps them).
 #
@@ -137,6 +140,9 @@ echo "== cluster $name from $k3s_image (NodePort exemption $node_port_range)"
 run k3d cluster create "$name" --image "$k3s_image" --servers 1 --agents 0 --wait --timeout 300s \
 	-p "127.0.0.1:$ingress_port:80@loadbalancer" \
 	--k3s-arg "--service-node-port-range=$node_port_range@server:0"
+# Pods' IPv6 link-local segment closed in the node (k3s has no tuning plugin to turn it off).
+link_local_rules=$(afcluster link-local-rules cni0)
+run docker exec "$node" sh -c "$link_local_rules"
 # The node reaches the fake internet directly, and the metadata address through it.
 run docker network connect "$net" "$node"
 run docker exec "$node" ip route add "$metadata_ip/32" via "$public_ip"

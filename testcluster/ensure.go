@@ -22,6 +22,9 @@ type Options struct {
 	// Holes leaves IPv6 on in pods and kube-router's NodePort exemption open: the cluster as
 	// nobody hardened it, which af must refuse (SetHoles switches a running cluster).
 	Holes bool
+	// DualStack gives pods, Services, the node and the fake internet IPv6 beside IPv4, with
+	// kube-router governing both (kube-router only).
+	DualStack bool
 	// Log receives progress lines (nil: none).
 	Log func(format string, args ...any)
 }
@@ -144,7 +147,7 @@ func cluster(opts Options) (*node.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, Holes: node.Holes{IPv6: opts.Holes, Node: opts.Holes}, ModuleDir: wd, Log: opts.Log})
+	return node.New(node.Options{Dirs: dirs, Enforcer: opts.Enforcer, Ingress: !opts.NoIngress, Holes: node.Holes{IPv6: opts.Holes, Node: opts.Holes}, DualStack: opts.DualStack, ModuleDir: wd, Log: opts.Log})
 }
 
 // SetHoles opens or closes the running cluster's containment holes in place (which: ipv6,
@@ -243,3 +246,16 @@ func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
 	}
 	return c.StartKubeNetworkPolicies(ctx)
 }
+
+// SetLinkLocalRule puts the link-local rule (the AF-LINK-LOCAL ip6tables chain on the pods'
+// bridge: docs/runtime.md, "Dual-stack") in place on the running cluster, or removes it with
+// on false, whatever the cluster's holes: alone on an IPv4-only cluster with IPv6 on in pods,
+// it closes their link-local segment as the tuning plugin would, where a CNI has no such
+// plugin (k3s).
+func SetLinkLocalRule(ctx context.Context, on bool) error {
+	return node.SetLinkLocalRule(ctx, on)
+}
+
+// LinkLocalRuleScript is the same rule as shell commands for another node whose pods' bridge
+// is bridge (make k8s-conformance runs it in k3d's node).
+func LinkLocalRuleScript(bridge string) string { return node.LinkLocalRuleScript(bridge) }

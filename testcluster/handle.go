@@ -46,6 +46,10 @@ type FakeInternet struct {
 	// is not 169.254.169.254.
 	Metadata   string
 	MetadataIP string
+	// The IPv6 twins, served on a dual-stack cluster only (Handle.DualStack): the public TCP
+	// and UDP echo, the resolver, and the fake metadata server, each on an address of
+	// 2001:db8:af::/48 or, for the metadata server, a unique local one.
+	CIDR6, PublicTCP6, PublicUDP6, Resolver6, Metadata6 string
 }
 
 // Handle is a running test cluster.
@@ -69,11 +73,15 @@ type Handle struct {
 	HoleIPv6, HoleNode bool
 	// NodeService is a host-network TCP and UDP echo on the node's address inside the
 	// NodePort range: it answers from outside any environment, and the node route tries it.
-	NodeService          string
-	NodeName             string
-	PodCIDR, ServiceCIDR string
-	TestImage            string // image with busybox and aftool, present on the node
-	Internet             FakeInternet
+	NodeService string
+	// DualStack is true when pods, Services and the node have IPv6 beside IPv4 (afcluster up
+	// -dual-stack); NodeService6, PodCIDR6, ServiceCIDR6 and NodeIP6 are then set.
+	DualStack                                     bool
+	NodeService6, PodCIDR6, ServiceCIDR6, NodeIP6 string
+	NodeName                                      string
+	PodCIDR, ServiceCIDR                          string
+	TestImage                                     string // image with busybox and aftool, present on the node
+	Internet                                      FakeInternet
 
 	dirs layout.Dirs
 }
@@ -101,6 +109,11 @@ func newHandle(dirs layout.Dirs, st node.State) *Handle {
 	if st.Ingress {
 		h.IngressHTTP, h.IngressHTTPS = layout.IngressHTTPAddr, layout.IngressHTTPSAddr
 	}
+	if st.DualStack {
+		h.DualStack = true
+		h.NodeService6 = net.JoinHostPort(layout.NodeIP6, layout.NodeServicePort)
+		h.PodCIDR6, h.ServiceCIDR6, h.NodeIP6 = layout.PodCIDR6, layout.ServiceCIDR6, layout.NodeIP6
+	}
 	return h
 }
 
@@ -115,6 +128,11 @@ func (h *Handle) GateEnv() map[string]string {
 	}
 	if _, port, err := net.SplitHostPort(h.NodeService); err == nil {
 		env["AF_GATE_NODE_PORTS"] = "10250/tcp," + port + "/tcp," + port + "/udp"
+	}
+	if h.DualStack {
+		env["AF_GATE_PUBLIC_TCP6"] = h.Internet.PublicTCP6
+		env["AF_GATE_PUBLIC_DNS6"] = h.Internet.Resolver6
+		env["AF_GATE_METADATA6"] = h.Internet.Metadata6
 	}
 	return env
 }
@@ -238,6 +256,11 @@ func Internet() FakeInternet {
 		Domain:         layout.FakeDomain,
 		Metadata:       net.JoinHostPort(layout.MetadataIP, "80"),
 		MetadataIP:     layout.MetadataIP,
+		CIDR6:          layout.FakeInternetCIDR6,
+		PublicTCP6:     net.JoinHostPort(layout.PublicIP6, "80"),
+		PublicUDP6:     net.JoinHostPort(layout.PublicIP6, "7"),
+		Resolver6:      net.JoinHostPort(layout.ResolverIP6, "53"),
+		Metadata6:      net.JoinHostPort(layout.MetadataIP6, "80"),
 	}
 }
 

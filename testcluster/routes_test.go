@@ -17,15 +17,27 @@ type route struct {
 	want string // the output must contain this when the route works
 }
 
-// escapeRoutes are the routes to the fake internet and the fake metadata host.
+// escapeRoutes are the routes to the fake internet and the fake metadata host (and on a
+// dual-stack cluster their IPv6 twins and the node's listener over IPv6).
 func escapeRoutes(h *testcluster.Handle) []route {
 	in := h.Internet
-	return []route{
+	routes := []route{
 		{"public TCP", []string{"aftool", "tcp", "-timeout", "2s", in.PublicTCP}, "ok"},
 		{"public UDP", []string{"aftool", "udp", "-timeout", "2s", in.PublicUDP}, "ok"},
 		{"public resolver UDP DNS", []string{"aftool", "dns", "-timeout", "2s", "-server", in.Resolver, in.AllowedAPIHost}, in.AllowedAPIIP},
 		{"fake metadata HTTP", []string{"aftool", "http", "-timeout", "2s", "http://" + in.Metadata + "/latest/meta-data/"}, "af-fake-metadata"},
 	}
+	if h.DualStack {
+		// The same hosts over IPv6, and the node's listener at its IPv6 address.
+		routes = append(routes,
+			route{"public TCP over IPv6", []string{"aftool", "tcp", "-timeout", "2s", in.PublicTCP6}, "ok"},
+			route{"public UDP over IPv6", []string{"aftool", "udp", "-timeout", "2s", in.PublicUDP6}, "ok"},
+			route{"public resolver over IPv6", []string{"aftool", "dns", "-timeout", "2s", "-server", in.Resolver6, in.AllowedAPIHost}, in.AllowedAPIIP},
+			route{"fake metadata over IPv6", []string{"aftool", "http", "-timeout", "2s", "http://" + in.Metadata6 + "/latest/meta-data/"}, "af-fake-metadata"},
+			route{"node service over IPv6", []string{"aftool", "tcp", "-timeout", "2s", h.NodeService6}, "ok"},
+		)
+	}
+	return routes
 }
 
 // podRoutes are pod-to-pod routes to a server pod at ip.

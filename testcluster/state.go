@@ -19,7 +19,8 @@ type State string
 // The states make test puts the cluster in, one phase each.
 const (
 	// StateEnforcing: an enforcer enforcing (kube-router with its NodePort exemption
-	// narrowed, or kube-network-policies), IPv6 off in pods.
+	// narrowed, or kube-network-policies), IPv6 off in pods, or on a dual-stack cluster
+	// governed (kube-router with IPv6 and the link-local rule).
 	StateEnforcing State = "enforcing"
 	// StateHoles: an enforcer enforcing, with one hole or both open (the variant af must
 	// refuse): IPv6 left on in pods; the node open past the policies (under kube-router its
@@ -54,7 +55,9 @@ func (s State) Is(o Observed) (bool, string) {
 			return false, "kube-network-policies does not see pods' connections to the node (no AF-KNP-NODE rule in INPUT)"
 		case o.KubeRouter && o.NodePortExemption == open:
 			return false, "kube-router exempts the whole NodePort range " + open
-		case !o.PodIPv6Off:
+		case o.DualStack && !o.IPv6Governed():
+			return false, "pods have IPv6 (dual-stack) and it is not governed (kube-router with IPv6 " + yes(o.KubeRouterIPv6) + ", the link-local rule " + yes(o.LinkLocalRule) + ")"
+		case !o.IPv6Governed():
 			return false, "new pods keep IPv6 (the CNI configuration does not turn it off)"
 		}
 	case StateHoles:
@@ -62,10 +65,10 @@ func (s State) Is(o Observed) (bool, string) {
 		case !o.KubeRouter && !o.KubeNetworkPolicies:
 			return false, "no enforcer is enforcing (kube-router: process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) +
 				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
-		case o.PodIPv6Off && o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
+		case o.IPv6Governed() && o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
 			return false, "no hole is open: IPv6 is off in pods, and pods' connections to the node go to kube-network-policies' queue (AF-KNP-NODE)"
-		case o.PodIPv6Off && o.KubeRouter && o.NodePortExemption != open:
-			return false, "no hole is open: IPv6 is off in pods, and kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
+		case o.IPv6Governed() && o.KubeRouter && o.NodePortExemption != open:
+			return false, "no hole is open: IPv6 is off in pods or governed, and kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
 		}
 	case StateNoEnforcer:
 		if o.KubeRouterProcess || o.KubeRouterChains {

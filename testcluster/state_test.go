@@ -12,6 +12,9 @@ func TestStateIs(t *testing.T) {
 	knp := Observed{KubeNetworkPolicies: true, KubeNetworkPoliciesProcess: true, KubeNetworkPoliciesRules: true, KubeNetworkPoliciesTable: true, KubeNetworkPoliciesNode: true, PodIPv6Off: true}
 	knpHoles := Observed{KubeNetworkPolicies: true, KubeNetworkPoliciesProcess: true, KubeNetworkPoliciesRules: true, KubeNetworkPoliciesTable: true}
 	with := func(o Observed, f func(*Observed)) Observed { f(&o); return o }
+	ds := with(kr, func(o *Observed) {
+		o.PodIPv6Off, o.DualStack, o.KubeRouterIPv6, o.LinkLocalRule = false, true, true, true
+	})
 	tests := []struct {
 		name  string
 		state State
@@ -32,6 +35,12 @@ func TestStateIs(t *testing.T) {
 		{"kube-network-policies holes, node queued", StateHoles, with(knpHoles, func(o *Observed) { o.KubeNetworkPoliciesNode = true }), ""},
 		{"kube-network-policies holes closed", StateHoles, knp, "no hole is open"},
 		{"two enforcers", StateEnforcing, with(knp, func(o *Observed) { o.KubeRouterProcess = true }), "two enforcers"},
+		{"dual-stack, kube-router with IPv6 and the link-local rule", StateEnforcing, ds, ""},
+		{"dual-stack, kube-router IPv4-only", StateEnforcing, with(ds, func(o *Observed) { o.KubeRouterIPv6 = false }), "not governed"},
+		{"dual-stack, no link-local rule", StateEnforcing, with(ds, func(o *Observed) { o.LinkLocalRule = false }), "not governed"},
+		{"dual-stack, the IPv6 hole (IPv4-only enforcer)", StateHoles, with(ds, func(o *Observed) { o.KubeRouterIPv6, o.LinkLocalRule = false, false }), ""},
+		{"dual-stack holes closed", StateHoles, ds, "no hole is open"},
+		{"kube-router, IPv6 on in pods but the link-local rule closes their segment", StateEnforcing, with(kr, func(o *Observed) { o.PodIPv6Off, o.LinkLocalRule = false, true }), ""},
 		{"none", StateNoEnforcer, Observed{}, ""},
 		{"none, but its table left behind", StateNoEnforcer, Observed{KubeNetworkPoliciesTable: true}, "an enforcer is there"},
 		{"none, but kube-router runs", StateNoEnforcer, Observed{KubeRouterProcess: true}, "an enforcer is there"},

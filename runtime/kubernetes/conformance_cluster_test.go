@@ -300,7 +300,7 @@ func parseAttempts(log string, n int) ([]conformance.Outcome, error) {
 	return out, nil
 }
 
-// Addresses lists the service's full name, its ClusterIP and its pods' addresses.
+// Addresses lists the service's full name, its ClusterIP and its pods' addresses (each family's).
 func (h *harness) Addresses(ctx context.Context, env afruntime.Ref, service string) ([]string, error) {
 	ns, err := h.namespace(env)
 	if err != nil {
@@ -319,8 +319,8 @@ func (h *harness) Addresses(ctx context.Context, env afruntime.Ref, service stri
 			return nil, err
 		}
 		for _, pod := range pods.Items {
-			if pod.Status.PodIP != "" {
-				out = append(out, net.JoinHostPort(pod.Status.PodIP, p.TargetPort.String()))
+			for _, ip := range pod.Status.PodIPs { // every family's address (dual-stack)
+				out = append(out, net.JoinHostPort(ip.IP, p.TargetPort.String()))
 			}
 		}
 	}

@@ -102,20 +102,30 @@ func TestUpTheExample(t *testing.T) {
 	}
 	// Nine attempts: the four routes of IPv4, the IPv6 segment, the node on the kubelet and
 	// the NodePort-range service over TCP and UDP, and the node's NodePort range unannounced.
-	if res.Probe == nil || res.Probe.Verdict != gate.Contained || len(res.Probe.Routes) != 9 {
-		t.Fatalf("probe verdict: %+v", res.Probe)
+	// On a dual-stack cluster seven more: public TCP, DNS and metadata over IPv6, and the node
+	// at its IPv6 address the same four ways.
+	single := []string{gate.RouteTCP, gate.RouteDNS, gate.RouteMetadata, gate.RouteAPIServer, gate.RouteLinkLocal, gate.RouteNodeUnannounced}
+	nodes, want := []string{gate.RouteNode}, 9
+	if f.h.DualStack {
+		single = append(single, gate.RouteTCP+"-v6", gate.RouteDNS+"-v6", gate.RouteMetadata+"-v6", gate.RouteNodeUnannounced+"-v6")
+		nodes, want = append(nodes, gate.RouteNode+"-v6"), 16
+	}
+	if res.Probe == nil || res.Probe.Verdict != gate.Contained || len(res.Probe.Routes) != want {
+		t.Fatalf("probe verdict (want %d routes): %+v", want, res.Probe)
 	}
 	routes := map[string]int{}
 	for _, a := range res.Probe.Routes {
 		routes[a.Route]++
 	}
-	for _, r := range []string{gate.RouteTCP, gate.RouteDNS, gate.RouteMetadata, gate.RouteAPIServer, gate.RouteLinkLocal, gate.RouteNodeUnannounced} {
+	for _, r := range single {
 		if routes[r] != 1 {
 			t.Errorf("probe route %s tried %d times in the deciding round", r, routes[r])
 		}
 	}
-	if routes[gate.RouteNode] != 3 {
-		t.Errorf("node route tried on %d ports, want the kubelet and the NodePort service over TCP and UDP", routes[gate.RouteNode])
+	for _, r := range nodes {
+		if routes[r] != 3 {
+			t.Errorf("%s route tried on %d ports, want the kubelet and the NodePort service over TCP and UDP", r, routes[r])
+		}
 	}
 	for _, a := range res.Probe.Routes {
 		if a.Outcome != gate.Denied {
@@ -1199,8 +1209,13 @@ func openRoutes(t *testing.T, h *testcluster.Handle) []string {
 		t.Fatal(err)
 	}
 	var routes []string
-	if !o.PodIPv6Off {
+	if !o.IPv6Governed() {
 		routes = append(routes, gate.RouteLinkLocal)
+	}
+	if o.DualStack && !o.IPv6Governed() {
+		// Pods' global IPv6 ungoverned: every IPv6 route the probe has, and the node's
+		// listener on its IPv6 address (named: GateEnv's node ports are kept below).
+		routes = append(routes, gate.RouteTCP+"-v6", gate.RouteDNS+"-v6", gate.RouteMetadata+"-v6", gate.RouteNode+"-v6")
 	}
 	switch {
 	case o.KubeRouter && o.NodePortExemption == "30000:32767":

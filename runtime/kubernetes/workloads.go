@@ -110,10 +110,10 @@ func (e *env) gateEnv(hold string) []corev1.EnvVar {
 	for _, k := range keys {
 		vars = append(vars, corev1.EnvVar{Name: k, Value: e.GateEnv[k]})
 	}
-	// The node route: the node's own address, from the downward API. Not configurable from
-	// af's environment: it is wherever the pod runs.
+	// The node routes: the node's own addresses (one per family on a dual-stack node), from
+	// the downward API. Not configurable from af's environment: it is wherever the pod runs.
 	vars = append(vars, corev1.EnvVar{Name: "AF_GATE_NODE", ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"},
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIPs"},
 	}})
 	return vars
 }

@@ -41,7 +41,7 @@ func TestServicePods(t *testing.T) {
 		}
 		// Nothing turns IPv6 off for the gate: the link-local route looks whenever the pod has
 		// IPv6, and the node route is pointed at the pod's own node.
-		if _, set := env["AF_GATE_IPV6"]; set || env["AF_SIDECAR"] != "10.96.5.5:3128" || env["AF_GATE_PUBLIC_TCP"] != "198.51.100.10:80" || nodeFrom != "status.hostIP" {
+		if _, set := env["AF_GATE_IPV6"]; set || env["AF_SIDECAR"] != "10.96.5.5:3128" || env["AF_GATE_PUBLIC_TCP"] != "198.51.100.10:80" || nodeFrom != "status.hostIPs" {
 			t.Errorf("%s gate env %v (node from %q)", name, env, nodeFrom)
 		}
 		if sc := spec.SecurityContext; sc == nil || len(sc.Sysctls) != 1 || sc.Sysctls[0].Name != "net.ipv4.ping_group_range" || sc.Sysctls[0].Value != "65532 65532" {

@@ -10,12 +10,14 @@ import (
 
 // InternetPlan is what the fake internet serves.
 type InternetPlan struct {
-	PublicIP     string            // TCP echo on :80, UDP echo on :7
-	ResolverIP   string            // DNS on :53
-	Hosts        map[string]string // names the resolver answers
-	HTTPHosts    map[string]string // name -> address served over HTTP :80 and HTTPS :443
-	MetadataIP   string            // fake metadata HTTP on :80 (served by ServeMetadata)
-	MetadataText string
+	PublicIP   string            // TCP echo on :80, UDP echo on :7
+	ResolverIP string            // DNS on :53
+	Hosts      map[string]string // names the resolver answers
+	HTTPHosts  map[string]string // name -> address served over HTTP :80 and HTTPS :443
+	MetadataIP string            // fake metadata HTTP on :80 (served by ServeMetadata)
+	// PublicIP6 and ResolverIP6, when set, serve what PublicIP and ResolverIP do over IPv6.
+	PublicIP6, ResolverIP6 string
+	MetadataText           string
 }
 
 // ServeInternet runs every fake-internet server of plan until ctx ends or one fails.
@@ -29,6 +31,13 @@ func ServeInternet(ctx context.Context, plan InternetPlan, logger *log.Logger) e
 	start(func() error { return ServeTCPEcho(ctx, net.JoinHostPort(plan.PublicIP, "80"), logger) })
 	start(func() error { return ServeUDPEcho(ctx, net.JoinHostPort(plan.PublicIP, "7"), logger) })
 	start(func() error { return ServeDNS(ctx, net.JoinHostPort(plan.ResolverIP, "53"), plan.Hosts, logger) })
+	if plan.PublicIP6 != "" {
+		start(func() error { return ServeTCPEcho(ctx, net.JoinHostPort(plan.PublicIP6, "80"), logger) })
+		start(func() error { return ServeUDPEcho(ctx, net.JoinHostPort(plan.PublicIP6, "7"), logger) })
+	}
+	if plan.ResolverIP6 != "" {
+		start(func() error { return ServeDNS(ctx, net.JoinHostPort(plan.ResolverIP6, "53"), plan.Hosts, logger) })
+	}
 	for name, ip := range plan.HTTPHosts {
 		banner := "af-fake-internet " + strings.SplitN(name, ".", 2)[0]
 		start(func() error { return ServeHTTP(ctx, net.JoinHostPort(ip, "80"), banner, nil, logger) })

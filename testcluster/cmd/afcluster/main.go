@@ -45,7 +45,7 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|internet|leftovers|import|image|test-image")
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|holes|internet|link-local-rules|leftovers|import|image|test-image")
 	}
 	switch args[0] {
 	case "up", "ensure":
@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string) error {
 		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router, kube-network-policies or none (default from AF_ENFORCER, else kube-router)")
 		fs.BoolVar(&opts.NoIngress, "no-ingress", opts.NoIngress, "do not build or run Traefik")
 		fs.BoolVar(&opts.Holes, "holes", opts.Holes, "leave IPv6 on in pods and the node open (kube-router's NodePort exemption; under kube-network-policies, pods' connections to the node): the unhardened variant af must refuse")
+		fs.BoolVar(&opts.DualStack, "dual-stack", opts.DualStack, "IPv4 and IPv6 pod and Service ranges, the node and the fake internet over both, kube-router with IPv6 (its IPv6 hole: kube-router without IPv6)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -64,7 +65,7 @@ func run(ctx context.Context, args []string) error {
 			if want == "" {
 				want = testcluster.EnforcerKubeRouter
 			}
-			if h, err := testcluster.Open(ctx); err == nil && h.Enforcer == want && h.Holes == opts.Holes {
+			if h, err := testcluster.Open(ctx); err == nil && h.Enforcer == want && h.Holes == opts.Holes && h.DualStack == opts.DualStack {
 				fmt.Printf("cluster already up: enforcer %s, API server %s\n", h.Enforcer, h.APIServer)
 				return nil
 			}
@@ -93,8 +94,12 @@ func run(ctx context.Context, args []string) error {
 		if h.Enforcer == testcluster.EnforcerKubeNetworkPolicies {
 			node = "pods' connections to the node (not sent to kube-network-policies' queue)"
 		}
-		fmt.Printf("holes %s %s in %s (enforcer %s); open now: IPv6 in pods %s, %s %s\n", which, args[1], time.Since(start).Round(time.Second), h.Enforcer,
-			openClosed(h.HoleIPv6), node, openClosed(h.HoleNode))
+		ipv6 := "IPv6 in pods"
+		if h.DualStack {
+			ipv6 = "pods' IPv6 ungoverned (kube-router IPv4-only, no link-local rule)"
+		}
+		fmt.Printf("holes %s %s in %s (enforcer %s); open now: %s %s, %s %s\n", which, args[1], time.Since(start).Round(time.Second), h.Enforcer,
+			ipv6, openClosed(h.HoleIPv6), node, openClosed(h.HoleNode))
 		return nil
 	case "down":
 		start := time.Now()
@@ -111,6 +116,14 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		printEnv(h)
+		return nil
+	case "link-local-rules":
+		// The link-local rule as shell commands for another cluster's node (make
+		// k8s-conformance runs them in k3d's node, whose pods' bridge is cni0).
+		if len(args) != 2 {
+			return fmt.Errorf("usage: afcluster link-local-rules BRIDGE")
+		}
+		fmt.Print(testcluster.LinkLocalRuleScript(args[1]))
 		return nil
 	case "internet":
 		// The fake internet's plan, for a cluster other than this one (make k8s-conformance

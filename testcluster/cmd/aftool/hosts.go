@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,10 +16,11 @@ import (
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
-// fakeInternet serves the fake internet's hosts; run inside its namespace.
-func fakeInternet(ctx context.Context) error {
+// fakeInternet serves the fake internet's hosts; run inside its namespace. With ipv6, the public
+// host and the resolver also answer on their IPv6 addresses (a dual-stack cluster).
+func fakeInternet(ctx context.Context, ipv6 bool) error {
 	logger := log.New(os.Stdout, "", log.LstdFlags|log.Lmicroseconds)
-	return fakenet.ServeInternet(ctx, fakenet.InternetPlan{
+	plan := fakenet.InternetPlan{
 		PublicIP:   layout.PublicIP,
 		ResolverIP: layout.ResolverIP,
 		Hosts:      layout.FakeHosts(),
@@ -26,12 +28,29 @@ func fakeInternet(ctx context.Context) error {
 			layout.AllowedAPIHost: layout.AllowedAPIIP,
 			layout.BlockedAPIHost: layout.BlockedAPIIP,
 		},
-	}, logger)
+	}
+	if ipv6 {
+		plan.PublicIP6, plan.ResolverIP6 = layout.PublicIP6, layout.ResolverIP6
+	}
+	return fakenet.ServeInternet(ctx, plan, logger)
 }
 
-// fakeMetadata serves the fake metadata host; run inside its namespace.
-func fakeMetadata(ctx context.Context) error {
-	return fakenet.ServeMetadata(ctx, layout.MetadataIP, log.New(os.Stdout, "", log.LstdFlags|log.Lmicroseconds))
+// fakeMetadata serves the fake metadata host; run inside its namespace. With ipv6, also on its
+// IPv6 address.
+func fakeMetadata(ctx context.Context, ipv6 bool) error {
+	logger := log.New(os.Stdout, "", log.LstdFlags|log.Lmicroseconds)
+	if !ipv6 {
+		return fakenet.ServeMetadata(ctx, layout.MetadataIP, logger)
+	}
+	errs := make(chan error, 2)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, ip := range []string{layout.MetadataIP, layout.MetadataIP6} {
+		go func() { errs <- fakenet.ServeMetadata(ctx, ip, logger) }()
+	}
+	err := <-errs
+	cancel()
+	return errors.Join(err, <-errs)
 }
 
 // forward relays TCP connections from a loopback address to another address.

@@ -10,7 +10,7 @@
 //	aftool http URL             # exit 0 on any HTTP answer; prints the body
 //	aftool probe -tcp HOST:PORT -udp HOST:PORT [-interval 50ms] [-for 3s]
 //	aftool forward -listen ADDR -to ADDR   # TCP relay (the node's loopback ingress)
-//	aftool fake-internet | fake-metadata   # the test hosts, run inside their namespaces
+//	aftool fake-internet | fake-metadata [-ipv6]   # the test hosts, run inside their namespaces
 package main
 
 import (
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 )
 
@@ -52,9 +53,9 @@ func run(ctx context.Context, args []string) error {
 	case "forward":
 		return forward(ctx, args[1:])
 	case "fake-internet":
-		return fakeInternet(ctx)
+		return fakeInternet(ctx, slices.Contains(args[1:], "-ipv6"))
 	case "fake-metadata":
-		return fakeMetadata(ctx)
+		return fakeMetadata(ctx, slices.Contains(args[1:], "-ipv6"))
 	default:
 		return fmt.Errorf("unknown command %q", args[0])
 	}

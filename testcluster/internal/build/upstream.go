@@ -15,17 +15,74 @@ func toolsFile(pkg string) map[string]string {
 	return map[string]string{"tools.go": fmt.Sprintf("//go:build tools\n\npackage tools\n\nimport _ %q\n", pkg)}
 }
 
-// KubeRouter is kube-router, built unmodified; the cluster runs only its
-// NetworkPolicy controller (--run-firewall).
+// KubeRouter is kube-router; the cluster runs only its NetworkPolicy controller
+// (--run-firewall). One change is made to the release, the fix of its IPv6 bug
+// (cloudnativelabs/kube-router#1653, fixed upstream after v2.1.0, the last release the module
+// proxy serves here; k3s carries the same fix in its fork): a policy rule's ip6tables match
+// named the pods' ipset without the "inet6:" prefix ipset gives IPv6 sets, so
+// ip6tables-restore failed ("Set KUBE-SRC-… doesn't exist") and every IPv6 sync was aborted:
+// new pods got no IPv6 chains, and their IPv6 went out past their policies. The rule now names
+// the set as the family's ipset handler does. IPv4 is untouched (its names have no prefix).
+// Its second half: each family's ipset handler read every set of `ipset save` and wrote them
+// all back at its restore, so the IPv6 handler put IPv4 sets back as they were at its last save
+// (seen here: the set of an environment's sidecar pod, empty again, and its services cut off
+// from it). Each handler now keeps only its own family's sets (af_family.go).
 func KubeRouter() Program {
-	const pkg = "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"
+	const mod = "github.com/cloudnativelabs/kube-router/v2"
+	const pkg = mod + "/cmd/kube-router"
 	return Program{
 		Name:    "kube-router",
 		Version: KubeRouterVersion,
-		GoMod:   fmt.Sprintf("module afbuild/kube-router\n\ngo 1.22\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n", KubeRouterVersion),
+		GoMod: fmt.Sprintf("module afbuild/kube-router\n\ngo 1.22\n\nrequire %s %s\n\nreplace %s => ./%s\n",
+			mod, KubeRouterVersion, mod, PatchDir),
 		Files:   toolsFile(pkg),
 		Package: pkg,
 		LDFlags: "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=" + KubeRouterVersion,
+		Patch: &Patch{
+			Module:  mod,
+			Version: KubeRouterVersion,
+			Edits: []Edit{
+				{File: "pkg/controllers/netpol/policy.go",
+					Old: `args = append(args, "-m", "set", "--match-set", srcIPSetName, "src")`,
+					New: `args = append(args, "-m", "set", "--match-set", npc.ipSetHandlers[ipFamily].Name(srcIPSetName), "src")`},
+				{File: "pkg/controllers/netpol/policy.go",
+					Old: `args = append(args, "-m", "set", "--match-set", dstIPSetName, "dst")`,
+					New: `args = append(args, "-m", "set", "--match-set", npc.ipSetHandlers[ipFamily].Name(dstIPSetName), "dst")`},
+				{File: "pkg/utils/ipset.go",
+					Old: "\t\tcontent := strings.Split(line, \" \")\n\t\tif content[0] == \"create\" {\n",
+					New: "\t\tcontent := strings.Split(line, \" \")\n\t\tif afOtherFamily(ipset, content, sets) {\n\t\t\tcontinue\n\t\t}\n\t\tif content[0] == \"create\" {\n"},
+			},
+			Files: map[string]string{
+				"pkg/utils/af_family.go": `package utils
+
+// afOtherFamily reports whether a line of ipset save belongs to a set of the other address
+// family than handler's: a create line whose options say (or do not say) "family inet6", or an
+// add line to a set not kept. The af test cluster's fix of kube-router#1653's second half: each
+// family's handler kept every set of ipset save, and its restore wrote the other family's sets
+// back with what they held at its save, undoing that family's refresh (an IPv4 set of a
+// policy's pods was emptied again by the IPv6 handler's restore).
+func afOtherFamily(handler *IPSet, content []string, kept map[string]*Set) bool {
+	if len(content) < 2 {
+		return false
+	}
+	switch content[0] {
+	case "create":
+		inet6 := false
+		for i := 2; i+1 < len(content); i++ {
+			if content[i] == "family" {
+				inet6 = content[i+1] == "inet6"
+			}
+		}
+		return inet6 != handler.isIpv6
+	case "add":
+		_, ok := kept[content[1]]
+		return !ok
+	}
+	return false
+}
+`,
+			},
+		},
 	}
 }
 

@@ -65,6 +65,32 @@ const (
 	KubeNetworkPoliciesMetricsAddr = "127.0.0.1:19080"
 )
 
+// The IPv6 half of a dual-stack cluster (afcluster up -dual-stack). The cluster's own ranges
+// are unique local addresses of its own (fd61:af::/32, apart from any range of this machine);
+// the fake internet uses the documentation range 2001:db8::/32, and the fake metadata server a
+// unique local address that is not a cloud's.
+const (
+	PodCIDR6     = "fd61:af:244::/64"
+	NodeIP6      = "fd61:af:244::1" // on Bridge, beside NodeIP
+	ServiceCIDR6 = "fd61:af:96::/108"
+
+	InetHostIP6   = "fd61:af:18::1"
+	InetNsIP6     = "fd61:af:18::2"
+	MetaHostIP6   = "fd61:af:18::5"
+	MetaNsIP6     = "fd61:af:18::6"
+	TransitLen6   = 126
+	TransitCIDR6  = "fd61:af:18::/120"
+	ClusterRange6 = "fd61:af::/32" // every IPv6 range of the cluster's own
+
+	FakeInternetCIDR6 = "2001:db8:af::/48"
+	PublicIP6         = "2001:db8:af::10" // TCP echo :80, UDP echo :7
+	ResolverIP6       = "2001:db8:af::53" // DNS :53 (UDP and TCP)
+	MetadataIP6       = "fd61:af:a9fe::1" // the fake metadata server over IPv6
+	// RealMetadataIP6 is a cloud's IPv6 metadata address (gate.DefaultMetadata6): never
+	// contacted, the guard drops anything sent to it.
+	RealMetadataIP6 = "fd00:ec2::254"
+)
+
 // FakeHosts maps each name the fake resolver answers to its address.
 func FakeHosts() map[string]string {
 	return map[string]string{

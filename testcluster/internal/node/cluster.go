@@ -28,6 +28,10 @@ type Options struct {
 	// kube-network-policies' unqueued input), as they are on a cluster nobody hardened
 	// (hardening.go): the variant af must refuse. Each can be left open alone.
 	Holes Holes
+	// DualStack gives pods and Services an IPv6 range beside the IPv4 one, the node and the
+	// fake internet, resolver and metadata server IPv6 addresses, and runs kube-router with
+	// IPv6 (dualstack.go). Its IPv6 hole is an enforcer that governs IPv4 only.
+	DualStack bool
 	// ModuleDir is a directory inside af's Go module, to build af's own test binaries from.
 	ModuleDir string
 	// Log receives progress lines.
@@ -43,15 +47,20 @@ type State struct {
 	Holes     bool   `json:"holes,omitempty"`
 	HoleIPv6  bool   `json:"hole_ipv6,omitempty"`
 	HoleNode  bool   `json:"hole_node,omitempty"`
+	DualStack bool   `json:"dual_stack,omitempty"`
 	Uplink    string `json:"uplink"`
 	IPForward string `json:"ip_forward_before"`
-	Started   string `json:"started"`
-	UpSeconds int    `json:"up_seconds"`
+	// IPv6Forward is net.ipv6.conf.all.forwarding before a dual-stack cluster set it.
+	IPv6Forward string `json:"ipv6_forwarding_before,omitempty"`
+	Started     string `json:"started"`
+	UpSeconds   int    `json:"up_seconds"`
 }
 
 // Holes are the two containment holes an unhardened cluster has.
 type Holes struct {
-	// IPv6 is IPv6 left on in pods: their fe80:: segment, which no policy governs here.
+	// IPv6 is IPv6 left on in pods: their fe80:: segment, which no policy governs here. On a
+	// dual-stack cluster, where pods have IPv6 by design, it is an enforcer that governs IPv4
+	// only (kube-router without --enable-ipv6) and no rule on the pods' link-local segment.
 	IPv6 bool
 	// Node is the node open to pods past their policies: kube-router's whole NodePort
 	// exemption, or pods' connections to the node not queued to kube-network-policies.

@@ -12,7 +12,7 @@ import (
 // stopped by Down; their names are their pid and log file names.
 
 func (c *Cluster) fakeHosts() []process {
-	return []process{
+	ps := []process{
 		{name: "fake-internet", path: c.bins.aftool, argv: []string{"aftool", "fake-internet"}, netns: layout.InetNetns},
 		{name: "fake-metadata", path: c.bins.aftool, argv: []string{"aftool", "fake-metadata"}, netns: layout.MetaNetns},
 		// A host-network listener on the node inside the NodePort range, as a host-network
@@ -20,6 +20,14 @@ func (c *Cluster) fakeHosts() []process {
 		{name: "node-service", path: c.bins.aftool, argv: []string{"aftool", "serve",
 			"-tcp", net.JoinHostPort(layout.NodeIP, layout.NodeServicePort), "-udp", net.JoinHostPort(layout.NodeIP, layout.NodeServicePort)}},
 	}
+	if c.opts.DualStack {
+		// The same hosts over IPv6, and the node's listener on its IPv6 address.
+		ps[0].argv = append(ps[0].argv, "-ipv6")
+		ps[1].argv = append(ps[1].argv, "-ipv6")
+		ps = append(ps, process{name: "node-service-v6", path: c.bins.aftool, argv: []string{"aftool", "serve",
+			"-tcp", net.JoinHostPort(layout.NodeIP6, layout.NodeServicePort), "-udp", net.JoinHostPort(layout.NodeIP6, layout.NodeServicePort)}})
+	}
+	return ps
 }
 
 func (c *Cluster) etcd() process {
@@ -50,7 +58,7 @@ func (c *Cluster) apiserver() process {
 		"advertise-address", layout.NodeIP,
 		"secure-port", fmt.Sprint(layout.APIServerPort),
 		"etcd-servers", layout.EtcdClientURL,
-		"service-cluster-ip-range", layout.ServiceCIDR,
+		"service-cluster-ip-range", c.serviceCIDRs(),
 		"client-ca-file", filepath.Join(pki, "ca.crt"),
 		"tls-cert-file", filepath.Join(pki, "apiserver.crt"),
 		"tls-private-key-file", filepath.Join(pki, "apiserver.key"),
@@ -70,7 +78,7 @@ func (c *Cluster) apiserver() process {
 
 func (c *Cluster) controllerManager() process {
 	pki := c.dirs.PKI()
-	return process{name: "kube-controller-manager", path: c.bin("kube-controller-manager"), argv: append([]string{"kube-controller-manager"}, joinFlags(
+	p := process{name: "kube-controller-manager", path: c.bin("kube-controller-manager"), argv: append([]string{"kube-controller-manager"}, joinFlags(
 		"kubeconfig", c.kubeconfig("kube-controller-manager"),
 		"authentication-kubeconfig", c.kubeconfig("kube-controller-manager"),
 		"authorization-kubeconfig", c.kubeconfig("kube-controller-manager"),
@@ -81,12 +89,19 @@ func (c *Cluster) controllerManager() process {
 		"root-ca-file", filepath.Join(pki, "ca.crt"),
 		"cluster-signing-cert-file", filepath.Join(pki, "ca.crt"),
 		"cluster-signing-key-file", filepath.Join(pki, "ca.key"),
-		"service-cluster-ip-range", layout.ServiceCIDR,
+		"service-cluster-ip-range", c.serviceCIDRs(),
 		"allocate-node-cidrs", "true",
-		"cluster-cidr", layout.PodCIDR,
-		"node-cidr-mask-size", "24",
+		"cluster-cidr", c.podCIDRs(),
 		"profiling", "false",
 	)...)}
+	// The node's pod ranges: a /24 of IPv4 (and a /64 of IPv6: the controller refuses the IPv6
+	// size on an IPv4-only cluster).
+	if c.opts.DualStack {
+		p.argv = append(p.argv, joinFlags("node-cidr-mask-size-ipv4", "24", "node-cidr-mask-size-ipv6", "64")...)
+	} else {
+		p.argv = append(p.argv, joinFlags("node-cidr-mask-size", "24")...)
+	}
+	return p
 }
 
 func (c *Cluster) scheduler() process {
@@ -107,7 +122,7 @@ func (c *Cluster) kubelet() process {
 		"root-dir", filepath.Join(c.dirs.State, "kubelet"),
 		"cert-dir", filepath.Join(c.dirs.State, "kubelet-pki"),
 		"hostname-override", layout.NodeName,
-		"node-ip", layout.NodeIP,
+		"node-ip", c.nodeIPs(),
 	)...)}
 }
 
@@ -116,7 +131,7 @@ func (c *Cluster) kubeProxy() process {
 }
 
 func (c *Cluster) kubeRouter() process {
-	return process{name: "kube-router", path: c.bins.kubeRouter, argv: append([]string{"kube-router"}, joinFlags(
+	argv := append([]string{"kube-router"}, joinFlags(
 		"kubeconfig", c.kubeconfig("kube-router"),
 		"run-firewall", "true",
 		"run-router", "false",
@@ -125,9 +140,14 @@ func (c *Cluster) kubeRouter() process {
 		"health-port", "0",
 		"metrics-port", "0",
 		"iptables-sync-period", "1m",
-		"service-cluster-ip-range", layout.ServiceCIDR,
 		"service-node-port-range", c.nodePortRange(),
-	)...), env: []string{"NODE_NAME=" + layout.NodeName}}
+	)...)
+	if c.governsIPv6() {
+		argv = append(argv, joinFlags("enable-ipv6", "true", "service-cluster-ip-range", csv(layout.ServiceCIDR, layout.ServiceCIDR6))...)
+	} else {
+		argv = append(argv, joinFlags("service-cluster-ip-range", layout.ServiceCIDR)...)
+	}
+	return process{name: "kube-router", path: c.bins.kubeRouter, argv: argv, env: []string{"NODE_NAME=" + layout.NodeName}}
 }
 
 // kubeNetworkPolicies runs sigs.k8s.io/kube-network-policies (build.KubeNetworkPolicies) as a

@@ -85,16 +85,43 @@ func (c *Cluster) writeCNIConfig() error {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": %q, "gateway": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}],
+        "ranges": %s,
+        "routes": %s,
         "dataDir": %q
       }
     },
 %s    {"type": "loopback"}
   ]
 }
-`, layout.CNINetwork, layout.Bridge, layout.PodCIDR, layout.NodeIP, filepath.Join(c.dirs.State, "cni-ipam"), c.cniTuning())
+`, layout.CNINetwork, layout.Bridge, c.cniRanges(), c.cniRoutes(), filepath.Join(c.dirs.State, "cni-ipam"), c.cniTuning())
 	return writeFile(filepath.Join(c.configDir(), "cni", "10-af-bridge.conflist"), cfg, 0o644)
+}
+
+// cniRanges and cniRoutes are host-local's address ranges and the pods' routes: IPv4, and on a
+// dual-stack cluster IPv6 beside it.
+func (c *Cluster) cniRanges() string {
+	r := fmt.Sprintf(`[[{"subnet": %q, "gateway": %q}]`, layout.PodCIDR, layout.NodeIP)
+	if c.opts.DualStack {
+		r += fmt.Sprintf(`, [{"subnet": %q, "gateway": %q}]`, layout.PodCIDR6, layout.NodeIP6)
+	}
+	return r + "]"
+}
+
+func (c *Cluster) cniRoutes() string {
+	if c.opts.DualStack {
+		return `[{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]`
+	}
+	return `[{"dst": "0.0.0.0/0"}]`
+}
+
+// kubeletAddress is where the kubelet listens: the node's IPv4 address, or on a dual-stack
+// node every address (as a kubelet does by default), so that it answers on the node's IPv6
+// address too.
+func (c *Cluster) kubeletAddress() string {
+	if c.opts.DualStack {
+		return `"::"`
+	}
+	return layout.NodeIP
 }
 
 func (c *Cluster) writeKubeletConfig() error {
@@ -137,7 +164,7 @@ protectKernelDefaults: false
 makeIPTablesUtilChains: false
 staticPodPath: ""
 podLogsDir: %s
-`, layout.NodeIP, filepath.Join(pki, "ca.crt"), layout.ClusterDNS, filepath.Join(c.configDir(), "empty-resolv.conf"),
+`, c.kubeletAddress(), filepath.Join(pki, "ca.crt"), layout.ClusterDNS, filepath.Join(c.configDir(), "empty-resolv.conf"),
 		c.dirs.ContainerdSocket(), filepath.Join(pki, "kubelet-serving.crt"), filepath.Join(pki, "kubelet-serving.key"), layout.PodCIDR,
 		filepath.Join(c.dirs.State, "pod-logs"))
 	if err := writeFile(filepath.Join(c.configDir(), "empty-resolv.conf"), "# af test cluster: pods without cluster DNS get no resolver\n", 0o644); err != nil {
@@ -157,7 +184,7 @@ bindAddress: %s
 clusterCIDR: %s
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
-nodePortAddresses: [%s/32]
+nodePortAddresses: [%s]
 iptables:
   masqueradeAll: false
   localhostNodePorts: false
@@ -166,8 +193,17 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, c.kubeconfig("kube-proxy"), layout.NodeName, layout.NodeIP, layout.PodCIDR, layout.NodeIP)
+`, c.kubeconfig("kube-proxy"), layout.NodeName, layout.NodeIP, c.podCIDRs(), c.nodePortAddresses())
 	return writeFile(filepath.Join(c.configDir(), "kube-proxy.yaml"), cfg, 0o644)
+}
+
+// nodePortAddresses are the node's own addresses as single-address ranges: where kube-proxy
+// serves NodePorts.
+func (c *Cluster) nodePortAddresses() string {
+	if c.opts.DualStack {
+		return layout.NodeIP + "/32, " + layout.NodeIP6 + "/128"
+	}
+	return layout.NodeIP + "/32"
 }
 
 func (c *Cluster) writeRegistryConfig() error {
@@ -193,14 +229,14 @@ func (c *Cluster) kubeconfig(name string) string {
 func certSpecs() []certSpec {
 	return []certSpec{
 		{file: "apiserver", cn: "kube-apiserver", server: true,
-			ips: []string{layout.NodeIP, layout.APIService, "127.0.0.1"},
+			ips: []string{layout.NodeIP, layout.APIService, "127.0.0.1", layout.NodeIP6},
 			dns: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "localhost"}},
 		{file: "apiserver-kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}},
 		{file: "admin", cn: "af-admin", orgs: []string{"system:masters"}},
 		{file: "kube-controller-manager", cn: "system:kube-controller-manager"},
 		{file: "kube-scheduler", cn: "system:kube-scheduler"},
 		{file: "kubelet", cn: "system:node:" + layout.NodeName, orgs: []string{"system:nodes"}},
-		{file: "kubelet-serving", cn: layout.NodeName, server: true, ips: []string{layout.NodeIP, "127.0.0.1"}, dns: []string{layout.NodeName}},
+		{file: "kubelet-serving", cn: layout.NodeName, server: true, ips: []string{layout.NodeIP, "127.0.0.1", layout.NodeIP6}, dns: []string{layout.NodeName}},
 		{file: "kube-proxy", cn: "system:kube-proxy"},
 		{file: "kube-router", cn: "af:kube-router"},
 		{file: "kube-network-policies", cn: "af:kube-network-policies"},

@@ -17,7 +17,7 @@ import (
 // agents before the control plane, the runtime and the store last.
 var stopOrder = []string{
 	"kube-router", "kube-network-policies", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
-	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata", "node-service",
+	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata", "node-service", "node-service-v6",
 }
 
 // Down removes everything the cluster made: processes (also ones no pid file
@@ -66,6 +66,9 @@ func (c *Cluster) Down(ctx context.Context) error {
 	}
 	if st.IPForward != "" {
 		errs = append(errs, setSysctl("net.ipv4.ip_forward", st.IPForward))
+	}
+	if st.IPv6Forward != "" {
+		errs = append(errs, setSysctl("net.ipv6.conf.all.forwarding", st.IPv6Forward))
 	}
 	errs = append(errs, removeOutsideFiles(c.dirs), c.removeDirs())
 	if err := errors.Join(errs...); err != nil {

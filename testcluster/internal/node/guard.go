@@ -12,7 +12,7 @@ import (
 const (
 	CounterForwardUplink = "forward_to_uplink"  // anything routed through the node out of the uplink
 	CounterLocalUplink   = "test_source_uplink" // node-sent packets with a pod or test source, out of the uplink
-	CounterRealMetadata  = "real_metadata"      // anything at all to 169.254.169.254
+	CounterRealMetadata  = "real_metadata"      // anything at all to 169.254.169.254 (or a cloud's IPv6 metadata address)
 )
 
 // installGuard loads the nftables table that keeps the cluster inside the
@@ -20,6 +20,8 @@ const (
 // drop is also logged to the kernel log (dmesg) with an "af_guard" prefix.
 func installGuard(ctx context.Context, uplink string) error {
 	sources := fmt.Sprintf("{ %s, %s, %s/29, %s }", layout.PodCIDR, layout.FakeInternetCIDR, layout.InetHostIP, layout.MetadataIP)
+	// The IPv6 ranges a dual-stack cluster uses (dualstack.go), guarded whether or not it is one.
+	sources6 := fmt.Sprintf("{ %s, %s, %s }", layout.ClusterRange6, layout.FakeInternetCIDR6, layout.MetadataIP6)
 	rules := fmt.Sprintf(`table inet %[1]s {
 	counter %[2]s { }
 	counter %[3]s { }
@@ -27,16 +29,19 @@ func installGuard(ctx context.Context, uplink string) error {
 	chain forward {
 		type filter hook forward priority -10; policy accept;
 		ip daddr %[5]s counter name %[4]s log prefix "af_guard real_metadata: " drop
+		ip6 daddr %[8]s counter name %[4]s log prefix "af_guard real_metadata: " drop
 		oifname %[6]q counter name %[2]s log prefix "af_guard forward_to_uplink: " drop
 	}
 	chain output {
 		type filter hook output priority -10; policy accept;
 		ip daddr %[5]s counter name %[4]s log prefix "af_guard real_metadata: " drop
 		oifname %[6]q ip saddr %[7]s counter name %[3]s log prefix "af_guard test_source_uplink: " drop
+		oifname %[6]q ip6 saddr %[9]s counter name %[3]s log prefix "af_guard test_source_uplink: " drop
+		ip6 daddr %[8]s counter name %[4]s log prefix "af_guard real_metadata: " drop
 	}
 }
 `, layout.GuardTable, CounterForwardUplink, CounterLocalUplink, CounterRealMetadata,
-		layout.RealMetadataIP, uplink, sources)
+		layout.RealMetadataIP, uplink, sources, layout.RealMetadataIP6, sources6)
 	if _, err := runInput(ctx, rules, "nft", "-f", "-"); err != nil {
 		return fmt.Errorf("guard: %w", err)
 	}

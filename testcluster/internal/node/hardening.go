@@ -48,28 +48,52 @@ var knpNodeRule = []string{"-i", layout.Bridge, "-s", layout.PodCIDR, "-m", "con
 
 // setKNPNodeRule puts the rule in place (open false) or removes it (open true).
 func setKNPNodeRule(ctx context.Context, open bool) error {
-	if open {
-		if _, err := run(ctx, "iptables", "-D", "INPUT", "-j", knpNodeChain); err != nil && !strings.Contains(err.Error(), "No chain") && !strings.Contains(err.Error(), "does a matching rule exist") && !strings.Contains(err.Error(), "Bad rule") {
-			return fmt.Errorf("remove %s: %w", knpNodeChain, err)
+	return setChain(ctx, "iptables", knpNodeChain, [][]string{knpNodeRule}, [][]string{{"INPUT"}}, open)
+}
+
+// absentRule is true for iptables' ways of saying there was nothing to delete.
+func absentRule(err error) bool {
+	for _, s := range []string{"No chain", "does a matching rule exist", "Bad rule", "does not exist"} {
+		if strings.Contains(err.Error(), s) {
+			return true
 		}
-		_, _ = run(ctx, "iptables", "-F", knpNodeChain)
-		_, _ = run(ctx, "iptables", "-X", knpNodeChain)
+	}
+	return false
+}
+
+// setChain puts an operator's chain in place (open false): chain in the filter table of tool
+// (iptables or ip6tables), holding rules, jumped to first from each of jumps (a built-in chain
+// and the match of its jump rule). With open true it removes the jumps and the chain.
+func setChain(ctx context.Context, tool, chain string, rules, jumps [][]string, open bool) error {
+	jump := func(j []string) []string { return append(append([]string{j[0]}, j[1:]...), "-j", chain) }
+	if open {
+		for _, j := range jumps {
+			if _, err := run(ctx, tool, append([]string{"-D"}, jump(j)...)...); err != nil && !absentRule(err) {
+				return fmt.Errorf("remove the jump to %s from %s: %w", chain, j[0], err)
+			}
+		}
+		_, _ = run(ctx, tool, "-F", chain)
+		_, _ = run(ctx, tool, "-X", chain)
 		return nil
 	}
-	if _, err := run(ctx, "iptables", "-N", knpNodeChain); err != nil && !strings.Contains(err.Error(), "exists") {
-		return fmt.Errorf("add %s: %w", knpNodeChain, err)
+	if _, err := run(ctx, tool, "-N", chain); err != nil && !strings.Contains(err.Error(), "exists") {
+		return fmt.Errorf("add %s: %w", chain, err)
 	}
-	if _, err := run(ctx, "iptables", "-F", knpNodeChain); err != nil {
-		return fmt.Errorf("flush %s: %w", knpNodeChain, err)
+	if _, err := run(ctx, tool, "-F", chain); err != nil {
+		return fmt.Errorf("flush %s: %w", chain, err)
 	}
-	if _, err := run(ctx, "iptables", append([]string{"-A", knpNodeChain}, knpNodeRule...)...); err != nil {
-		return fmt.Errorf("add the rule to %s: %w", knpNodeChain, err)
+	for _, r := range rules {
+		if _, err := run(ctx, tool, append([]string{"-A", chain}, r...)...); err != nil {
+			return fmt.Errorf("add a rule to %s: %w", chain, err)
+		}
 	}
-	if _, err := run(ctx, "iptables", "-C", "INPUT", "-j", knpNodeChain); err == nil {
-		return nil
-	}
-	if _, err := run(ctx, "iptables", "-I", "INPUT", "1", "-j", knpNodeChain); err != nil {
-		return fmt.Errorf("jump to %s: %w", knpNodeChain, err)
+	for _, j := range jumps {
+		if _, err := run(ctx, tool, append([]string{"-C"}, jump(j)...)...); err == nil {
+			continue
+		}
+		if _, err := run(ctx, tool, append([]string{"-I", j[0], "1"}, jump(j)[1:]...)...); err != nil {
+			return fmt.Errorf("jump to %s from %s: %w", chain, j[0], err)
+		}
 	}
 	return nil
 }
@@ -88,8 +112,10 @@ func (c *Cluster) nodePortRange() string {
 }
 
 // cniTuning is the tuning plugin's entry that turns IPv6 off in every pod, or "" with Holes.
+//
+// A dual-stack cluster's pods keep IPv6: it is theirs by design (dualstack.go).
 func (c *Cluster) cniTuning() string {
-	if c.opts.Holes.IPv6 {
+	if c.opts.Holes.IPv6 || c.opts.DualStack {
 		return ""
 	}
 	return `    {
@@ -113,6 +139,8 @@ func (c *Cluster) SetHoles(ctx context.Context, which Holes, open bool) error {
 		return fmt.Errorf("the holes are an enforcer's; this cluster runs none")
 	}
 	holes := st.OpenHoles()
+	// On a dual-stack cluster the IPv6 hole is kube-router's: IPv4-only, no link-local rule.
+	ipv6Changed := which.IPv6 && holes.IPv6 != open && st.DualStack
 	if which.IPv6 {
 		holes.IPv6 = open
 	}
@@ -120,12 +148,20 @@ func (c *Cluster) SetHoles(ctx context.Context, which Holes, open bool) error {
 	if which.Node {
 		holes.Node = open
 	}
-	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer = holes, st.Ingress, st.Enforcer
+	if ipv6Changed && st.Enforcer != EnforcerKubeRouter {
+		return fmt.Errorf("a dual-stack cluster's IPv6 hole is kube-router's; this one runs %s", st.Enforcer)
+	}
+	c.opts.Holes, c.opts.Ingress, c.opts.Enforcer, c.opts.DualStack = holes, st.Ingress, st.Enforcer, st.DualStack
 	if err := c.writeCNIConfig(); err != nil {
 		return err
 	}
+	if ipv6Changed {
+		if err := setLinkLocalRule(ctx, holes.IPv6); err != nil {
+			return err
+		}
+	}
 	switch {
-	case !nodeChanged:
+	case !nodeChanged && !ipv6Changed:
 	case st.Enforcer == EnforcerKubeRouter:
 		c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router") // linked there at up
 		if err := c.restartKubeRouter(ctx); err != nil {
@@ -154,6 +190,29 @@ func (c *Cluster) SetHoles(ctx context.Context, which Holes, open bool) error {
 	return writeState(c.dirs, st)
 }
 
+// removeKubeRouterIPv6 removes kube-router's ip6tables chains (and the jumps to them) and its
+// IPv6 ipsets, leaving kube-proxy's and everything else alone.
+func removeKubeRouterIPv6(ctx context.Context) error {
+	isKubeRouters := func(chain string) bool {
+		return strings.HasPrefix(chain, "KUBE-ROUTER-") || strings.HasPrefix(chain, "KUBE-POD-FW-") || strings.HasPrefix(chain, "KUBE-NWPLCY-")
+	}
+	if err := removeTableChainsOf(ctx, "ip6tables", "filter", isKubeRouters); err != nil {
+		return err
+	}
+	out, err := run(ctx, "ipset", "list", "-n")
+	if err != nil {
+		return nil
+	}
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, "inet6:KUBE-") {
+			if _, err := run(ctx, "ipset", "destroy", n); err != nil {
+				return fmt.Errorf("remove kube-router's IPv6 ipset %s: %w", n, err)
+			}
+		}
+	}
+	return nil
+}
+
 // restartKubeRouter stops kube-router, empties its input chain (it keeps a rule for each range
 // it was ever given), and starts it with this cluster's options.
 func (c *Cluster) restartKubeRouter(ctx context.Context) error {
@@ -161,7 +220,15 @@ func (c *Cluster) restartKubeRouter(ctx context.Context) error {
 	if _, err := run(ctx, "iptables", "-F", "KUBE-ROUTER-INPUT"); err != nil && !strings.Contains(err.Error(), "No chain") {
 		return fmt.Errorf("flush KUBE-ROUTER-INPUT: %w", err)
 	}
+	// kube-router keeps its IPv6 chains and ipsets when it is started again without IPv6:
+	// they would go on enforcing. Remove them, as a cluster that never ran it with IPv6 has none.
+	if err := removeKubeRouterIPv6(ctx); err != nil {
+		return err
+	}
 	if err := c.start(c.kubeRouter()); err != nil {
+		return err
+	}
+	if err := c.waitKubeRouterChains(ctx); err != nil {
 		return err
 	}
 	return c.waitFor(ctx, "kube-router's NodePort exemption for "+c.nodePortRange(), "kube-router", 2*time.Minute, func(ctx context.Context) error {
@@ -192,7 +259,7 @@ func (c *Cluster) StartKubeRouter(ctx context.Context) error {
 	if st.Enforcer != EnforcerKubeRouter {
 		return fmt.Errorf("this cluster runs enforcer %s, not kube-router", st.Enforcer)
 	}
-	c.opts.Holes = st.OpenHoles()
+	c.opts.Holes, c.opts.DualStack = st.OpenHoles(), st.DualStack
 	c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router")
 	if err := c.start(c.kubeRouter()); err != nil {
 		return err
@@ -209,6 +276,15 @@ func (c *Cluster) waitKubeRouterChains(ctx context.Context) error {
 		}
 		if !strings.Contains(out, ":KUBE-ROUTER-FORWARD") {
 			return fmt.Errorf("no KUBE-ROUTER-FORWARD chain yet")
+		}
+		if c.governsIPv6() {
+			out, err := run(ctx, "ip6tables-save", "-t", "filter")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(out, ":KUBE-ROUTER-FORWARD") {
+				return fmt.Errorf("no KUBE-ROUTER-FORWARD chain in ip6tables yet")
+			}
 		}
 		return nil
 	})

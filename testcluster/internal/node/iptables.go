@@ -24,6 +24,12 @@ func removeChains(ctx context.Context) error {
 }
 
 func removeTableChains(ctx context.Context, fam, table string) error {
+	return removeTableChainsOf(ctx, fam, table, isOurChain)
+}
+
+// removeTableChainsOf removes the chains ours names in one table, and the rules elsewhere that
+// jump to them.
+func removeTableChainsOf(ctx context.Context, fam, table string, ours func(string) bool) error {
 	save, err := run(ctx, fam+"-save", "-t", table)
 	if err != nil || !strings.Contains(save, "*"+table) {
 		return nil // the table does not exist
@@ -32,12 +38,12 @@ func removeTableChains(ctx context.Context, fam, table string) error {
 	for _, line := range strings.Split(save, "\n") {
 		switch {
 		case strings.HasPrefix(line, ":"):
-			if name := strings.Fields(line[1:])[0]; isOurChain(name) {
+			if name := strings.Fields(line[1:])[0]; ours(name) {
 				chains = append(chains, name)
 			}
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
-			if len(f) > 1 && !isOurChain(f[1]) && jumpsToOurs(f) {
+			if len(f) > 1 && !ours(f[1]) && jumpsTo(f, ours) {
 				deletes = append(deletes, "-D"+line[2:])
 			}
 		}
@@ -63,9 +69,9 @@ func removeTableChains(ctx context.Context, fam, table string) error {
 	return nil
 }
 
-func jumpsToOurs(fields []string) bool {
+func jumpsTo(fields []string, ours func(string) bool) bool {
 	for i := 0; i+1 < len(fields); i++ {
-		if (fields[i] == "-j" || fields[i] == "-g") && isOurChain(fields[i+1]) {
+		if (fields[i] == "-j" || fields[i] == "-g") && ours(fields[i+1]) {
 			return true
 		}
 	}

@@ -12,8 +12,8 @@ func TestJumpsToOurs(t *testing.T) {
 		`-A FORWARD -i docker0 -j ACCEPT`:                                                  false,
 		`-A INPUT -m set --match-set KUBE-SRC-X src -j ACCEPT`:                             false,
 	} {
-		if got := jumpsToOurs(strings.Fields(line)); got != want {
-			t.Errorf("jumpsToOurs(%q) = %t, want %t", line, got, want)
+		if got := jumpsTo(strings.Fields(line), isOurChain); got != want {
+			t.Errorf("jumpsTo(%q) = %t, want %t", line, got, want)
 		}
 	}
 }

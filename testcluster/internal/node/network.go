@@ -89,5 +89,8 @@ func (c *Cluster) setupNetwork(ctx context.Context) error {
 			return fmt.Errorf("network: %w", err)
 		}
 	}
+	if c.opts.DualStack {
+		return c.setupNetwork6(ctx)
+	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
 // Observed is the cluster's containment state read off the machine as it is now, never from
@@ -33,6 +35,22 @@ type Observed struct {
 	NodePortExemption string
 	// PodIPv6Off: the CNI configuration new pods get turns IPv6 off in them.
 	PodIPv6Off bool
+	// DualStack: the CNI configuration new pods get gives them an IPv6 address beside the
+	// IPv4 one (dualstack.go).
+	DualStack bool
+	// KubeRouterIPv6: kube-router's process runs with --enable-ipv6 and its chains are in
+	// ip6tables.
+	KubeRouterIPv6 bool
+	// LinkLocalRule: pods' link-local traffic beyond neighbour discovery is dropped, to the
+	// node and between pods (dualstack.go's AF-LINK-LOCAL).
+	LinkLocalRule bool
+}
+
+// IPv6Governed is true when pods' IPv6 is no way out: off in them; on an IPv4-only cluster,
+// their link-local segment (all the IPv6 they have) closed by the link-local rule; on a
+// dual-stack cluster, governed by kube-router with the link-local rule in place.
+func (o Observed) IPv6Governed() bool {
+	return o.PodIPv6Off || (o.DualStack && o.KubeRouter && o.KubeRouterIPv6 && o.LinkLocalRule) || (!o.DualStack && o.LinkLocalRule)
 }
 
 var exemption = regexp.MustCompile(`KUBE-ROUTER-INPUT .*--dports? (\d+:\d+)`)
@@ -60,6 +78,13 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 		return o, fmt.Errorf("reading the CNI configuration: %w", err)
 	}
 	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
+	o.DualStack = strings.Contains(string(conf), `"::/0"`)
+	if rules6, err := run(ctx, "ip6tables-save", "-t", "filter"); err == nil {
+		o.KubeRouterIPv6 = o.KubeRouterProcess && c.processHasArg("kube-router", "--enable-ipv6=true") && strings.Contains(rules6, ":KUBE-ROUTER-FORWARD")
+		o.LinkLocalRule = strings.Contains(rules6, "-A INPUT -i "+layout.Bridge+" -j "+linkLocalChain) &&
+			strings.Contains(rules6, "-A FORWARD -i "+layout.Bridge+" -j "+linkLocalChain) &&
+			strings.Contains(rules6, "-A "+linkLocalChain+" -s fe80::/10")
+	}
 	return o, nil
 }
 

@@ -18,7 +18,8 @@ import (
 // ourPrefixes are the ranges the cluster routes to itself.
 func ourPrefixes() []netip.Prefix {
 	var out []netip.Prefix
-	for _, s := range []string{layout.PodCIDR, layout.ServiceCIDR, layout.FakeInternetCIDR, layout.InetHostIP + "/29", layout.MetadataIP + "/32"} {
+	for _, s := range []string{layout.PodCIDR, layout.ServiceCIDR, layout.FakeInternetCIDR, layout.InetHostIP + "/29", layout.MetadataIP + "/32",
+		layout.ClusterRange6, layout.FakeInternetCIDR6} {
 		out = append(out, netip.MustParsePrefix(s).Masked())
 	}
 	return out
@@ -42,17 +43,21 @@ func checkAddressPlan(ctx context.Context) error {
 			}
 		}
 	}
-	if out, err := run(ctx, "ip", "-4", "-o", "addr", "show"); err == nil {
+	if out, err := run(ctx, "ip", "-o", "addr", "show"); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
 			for i := 0; i+1 < len(f); i++ {
-				if f[i] == "inet" {
+				if f[i] == "inet" || f[i] == "inet6" {
 					note("interface address", strings.SplitN(f[i+1], "/", 2)[0])
 				}
 			}
 		}
 	}
-	if out, err := run(ctx, "ip", "-4", "route", "show", "table", "main"); err == nil {
+	for _, fam := range []string{"-4", "-6"} {
+		out, err := run(ctx, "ip", fam, "route", "show", "table", "main")
+		if err != nil {
+			continue
+		}
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
 			if len(f) == 0 || f[0] == "default" {

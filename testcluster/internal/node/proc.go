@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -64,6 +65,19 @@ func (c *Cluster) start(p process) error {
 func (c *Cluster) running(name string) bool {
 	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
 	return err == nil && alive(pid)
+}
+
+// processHasArg reports whether the process named runs with arg among its arguments.
+func (c *Cluster) processHasArg(name, arg string) bool {
+	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
+	if err != nil || !alive(pid) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	return slices.Contains(strings.Split(string(b), "\x00"), arg)
 }
 
 func readPid(path string) (int, error) {

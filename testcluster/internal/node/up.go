@@ -36,7 +36,10 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := checkAddressPlan(ctx); err != nil {
 		return err
 	}
-	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
+	st := State{Enforcer: c.opts.Enforcer, Ingress: c.opts.Ingress, DualStack: c.opts.DualStack, Uplink: uplink, IPForward: getSysctl("net.ipv4.ip_forward"), Started: start.UTC().Format(time.RFC3339)}
+	if c.opts.DualStack {
+		st.IPv6Forward = getSysctl("net.ipv6.conf.all.forwarding")
+	}
 	st.setHoles(c.opts.Holes)
 	if err := writeState(c.dirs, st); err != nil {
 		return err
@@ -68,7 +71,11 @@ func (c *Cluster) Up(ctx context.Context) error {
 	if err := writeState(c.dirs, st); err != nil {
 		return err
 	}
-	c.logf("cluster up in %s (enforcer %s, holes open: %s)", time.Since(start).Round(time.Second), c.opts.Enforcer, c.opts.Holes)
+	stack := "IPv4"
+	if c.opts.DualStack {
+		stack = "dual-stack"
+	}
+	c.logf("cluster up in %s (%s, enforcer %s, holes open: %s)", time.Since(start).Round(time.Second), stack, c.opts.Enforcer, c.opts.Holes)
 	return nil
 }
 
@@ -165,6 +172,11 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 	}
 	if c.opts.Enforcer == EnforcerKubeRouter {
+		if c.governsIPv6() {
+			if err := setLinkLocalRule(ctx, false); err != nil {
+				return err
+			}
+		}
 		if err := c.start(c.kubeRouter()); err != nil {
 			return err
 		}

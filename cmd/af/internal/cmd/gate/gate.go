@@ -82,7 +82,7 @@ func newCmd(f *factory.Factory, use string, hidden bool, short, long string) *co
 	str(&o.addrs.Metadata6, "metadata6", gate.DefaultMetadata6, "the IPv6 metadata endpoint")
 	str(&o.addrs.IPv6, "ipv6", "auto", "try the public IPv6 routes: auto (when the pod has a global IPv6 address), on, off; the link-local route is always tried")
 	str(&o.addrs.LinkLocalPorts, "link-local-ports", gate.DefaultLinkLocalPorts, "TCP ports tried on every IPv6 neighbour (ff02::1 answers and the neighbour table)")
-	str(&o.addrs.Node, "node", "", "the node's own address (in a pod: status.hostIP); empty leaves the node route out")
+	str(&o.addrs.Node, "node", "", "the node's own addresses, separated by commas (in a pod: status.hostIPs, one per family); empty leaves the node routes out; the routes at an IPv6 address are named -v6")
 	str(&o.addrs.NodePorts, "node-ports", gate.DefaultNodePorts, "ports the node serves, tried at --node: PORT[/tcp|/udp],...; name one in the NodePort range a host listener answers")
 	str(&o.addrs.NodeSamplePorts, "node-sample-ports", gate.DefaultNodeSamplePorts, "TCP ports inside the NodePort range where nothing should listen, tried at --node against --node-control-port: the node's own reset on one and a rejection on the other is an exempt range")
 	str(&o.addrs.NodeControlPort, "node-control-port", gate.DefaultNodeControlPort, "a TCP port outside the NodePort range where nothing listens, tried at --node beside --node-sample-ports")
