@@ -81,16 +81,42 @@ func (r *Runtime) probe(ctx context.Context, t *target, e *env) (res0 *gate.Resu
 		r.progress(ctx).Printf("probe: contained (every route denied in %d rounds, %.0f ms, %.0f ms of it waiting for the sidecar to answer)", res.Rounds, res.MS, res.SidecarMS)
 		return &res, nil
 	case gate.Escape:
-		var routes []string
-		for _, a := range res.Escaped {
-			routes = append(routes, fmt.Sprintf("%s (%s)", a.Route, a.Target))
-		}
-		return &res, failure.Newf(failure.NotContained, "the probe got out of namespace %s by %s; no service image was run", t.ns, strings.Join(routes, ", ")).
+		return &res, failure.Newf(failure.NotContained, "the probe got out of namespace %s by %s; no service image was run", t.ns, escapeRoutes(res)).
 			WithHint("The namespace and its policies remain, and the workloads written beside the probe wait at their gates and holds, their applications never started: `af down` removes them all.")
 	default:
 		return &res, failure.Newf(failure.NotContained, "the probe could not observe containment in namespace %s: %s; no service image was run", t.ns, res.Reason).
 			WithHint("The namespace and its policies remain, and the workloads written beside the probe wait at their gates and holds, their applications never started: `af down` removes them all.")
 	}
+}
+
+// escapeRoutes names the routes that got out: first those still open in the deciding round,
+// then those that got out only in an earlier one (while the enforcer was still applying the
+// namespace's policies: the startup window the gates close), so a refusal does not read as if
+// every route it names were open now.
+func escapeRoutes(res gate.Result) string {
+	last := map[string]bool{}
+	for _, a := range res.Routes {
+		if a.Outcome == gate.Escaped {
+			last[a.Route+" "+a.Target] = true
+		}
+	}
+	var open, earlier []string
+	for _, a := range res.Escaped {
+		s := fmt.Sprintf("%s (%s)", a.Route, a.Target)
+		if last[a.Route+" "+a.Target] {
+			open = append(open, s)
+		} else {
+			earlier = append(earlier, s)
+		}
+	}
+	out := strings.Join(open, ", ")
+	if len(earlier) > 0 {
+		if out != "" {
+			out += "; "
+		}
+		out += "in an earlier round only, while the policies were being applied: " + strings.Join(earlier, ", ")
+	}
+	return out
 }
 
 // followVerdict follows the probe container's log until its verdict line (found), the log's
