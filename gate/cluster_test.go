@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 // application container probes the fake internet from its first millisecond, and checks that
 // behind the gate no packet of application code gets there, counted where it would arrive. An
 // ungated pod in a namespace without policies proves the counter and the route work; ungated
-// pods under default-deny show the startup window the gate closes.
+// pods under default-deny show the startup window the gate closes. Pods start five at a time
+// while others end and are deleted, as a rollout's do; nothing else may run on the cluster
+// meanwhile, since the counter sees every pod's packets.
 func TestGatedPodsOnTheCluster(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -132,59 +135,93 @@ spec:
     command: %s
 `, name, namespace, init, h.TestImage, probeCmd)
 	}
-	run := func(namespace, name string, gated bool) (appOK int, gateLog string) {
-		t.Helper()
-		kubectl(pod(namespace, name, gated), "apply", "-f", "-")
-		kubectl("", "-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=180s")
-		logs := kubectl("", "-n", namespace, "logs", name, "-c", "app")
+	// run starts one pod, waits for it to end and reads its logs; it is called from several
+	// goroutines at once, so it returns its error rather than failing the test.
+	run := func(namespace, name string, gated bool) (appOK int, gateLog string, err error) {
+		step := func(stdin string, args ...string) string {
+			if err != nil {
+				return ""
+			}
+			var out string
+			if out, err = h.Kubectl(ctx, stdin, args...); err != nil {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			return out
+		}
+		step(pod(namespace, name, gated), "apply", "-f", "-")
+		step("", "-n", namespace, "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/"+name, "--timeout=180s")
+		logs := step("", "-n", namespace, "logs", name, "-c", "app")
 		for _, m := range regexp.MustCompile(`SUMMARY \w+ attempts=\d+ ok=(\d+)`).FindAllStringSubmatch(logs, -1) {
 			n, _ := strconv.Atoi(m[1])
 			appOK += n
 		}
 		if gated {
-			gateLog = kubectl("", "-n", namespace, "logs", name, "-c", "af-gate")
+			gateLog = step("", "-n", namespace, "logs", name, "-c", "af-gate")
 		}
-		kubectl("", "-n", namespace, "delete", "pod", name, "--wait=false")
-		return appOK, gateLog
+		step("", "-n", namespace, "delete", "pod", name, "--wait=false")
+		return appOK, gateLog, err
 	}
+	// starts runs n pods, at most `wide` at once: pods that start together make the enforcer
+	// learn several new addresses at once, as a deployment's rollout does.
+	type start struct {
+		appOK   int
+		gateLog string
+		err     error
+	}
+	starts := func(prefix string, n, wide int, gated bool) []start {
+		t.Helper()
+		res := make([]start, n)
+		slots := make(chan struct{}, wide)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				r := &res[i]
+				r.appOK, r.gateLog, r.err = run(ns, fmt.Sprintf("%s-%d", prefix, i), gated)
+			}()
+		}
+		wg.Wait()
+		for _, r := range res {
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+		}
+		return res
+	}
+
+	// The gate's own routes work from a pod without policies: in the open namespace the gate
+	// must refuse, naming every route. Otherwise its "contained" below would prove nothing. It
+	// holds until its deadline (60 s), so it runs beside the rest and is read at the end; its
+	// routes do not go to the public address the counter watches.
+	kubectl(pod(open, "gate-control", true), "apply", "-f", "-")
 
 	// Positive control: with no policy, the application reaches the public address and the
 	// counter sees it. Otherwise "nothing arrived" would prove nothing.
 	counter.reset()
-	if ok, _ := run(open, "control", false); ok == 0 || counter.read() == 0 {
-		t.Fatalf("positive control: the app got %d echoes, the counter saw %d packets", ok, counter.read())
-	}
-
-	// The gate's own routes work from a pod without policies: in the open namespace the gate
-	// must refuse, naming every route. Otherwise its "contained" below would prove nothing.
-	kubectl(pod(open, "gate-control", true), "apply", "-f", "-")
-	kubectl("", "-n", open, "wait", "--for=jsonpath={.status.phase}=Failed", "pod/gate-control", "--timeout=180s")
-	code := strings.TrimSpace(kubectl("", "-n", open, "get", "pod", "gate-control", "-o", "jsonpath={.status.initContainerStatuses[0].state.terminated.exitCode}"))
-	res, found := ParseVerdict(kubectl("", "-n", open, "logs", "gate-control", "-c", "af-gate"))
-	if code != "3" || !found || res.Verdict != Escape || len(routesWith(res.Routes, Escaped)) != 4 {
-		t.Fatalf("gate without policies: exit %s, verdict %+v", code, res)
+	if ok, _, err := run(open, "control", false); err != nil || ok == 0 || counter.read() == 0 {
+		t.Fatalf("positive control: the app got %d echoes, the counter saw %d packets (%v)", ok, counter.read(), err)
 	}
 
 	// The window: ungated pods under default-deny.
 	counter.reset()
 	ungatedEscapes := 0
-	for i := range 5 {
-		ok, _ := run(ns, fmt.Sprintf("ungated-%d", i), false)
-		ungatedEscapes += ok
+	for _, r := range starts("ungated", 5, 5, false) {
+		ungatedEscapes += r.appOK
 	}
 	ungatedArrived := counter.read()
 
-	// Gated: 20 starts, and nothing from application code arrives.
+	// Gated: 20 starts, five at a time, and nothing from application code arrives.
 	counter.reset()
 	gateSawEscapes := 0
-	for i := range 20 {
-		ok, glog := run(ns, fmt.Sprintf("gated-%d", i), true)
-		res, found := ParseVerdict(glog)
+	for i, r := range starts("gated", 20, 5, true) {
+		res, found := ParseVerdict(r.gateLog)
 		if !found || res.Verdict != Contained {
-			t.Fatalf("gated-%d: gate verdict %+v\n%s", i, res, glog)
+			t.Fatalf("gated-%d: gate verdict %+v\n%s", i, res, r.gateLog)
 		}
-		if ok != 0 {
-			t.Errorf("gated-%d: application code got %d echoes", i, ok)
+		if r.appOK != 0 {
+			t.Errorf("gated-%d: application code got %d echoes", i, r.appOK)
 		}
 		if len(res.Escaped) > 0 {
 			gateSawEscapes++
@@ -192,6 +229,17 @@ spec:
 	}
 	if n := counter.read(); n != 0 {
 		t.Errorf("%d application packets reached the fake internet behind the gate", n)
+	}
+	if _, err := h.Kubectl(ctx, "", "-n", open, "wait", "--for=jsonpath={.status.phase}=Failed", "pod/gate-control", "--timeout=180s"); err != nil {
+		phase, _ := h.Kubectl(ctx, "", "-n", open, "get", "pod", "gate-control", "-o", "jsonpath={.status.phase} {.status.podIP}")
+		glog, _ := h.Kubectl(ctx, "", "-n", open, "logs", "gate-control", "-c", "af-gate")
+		alog, _ := h.Kubectl(ctx, "", "-n", open, "logs", "gate-control", "-c", "app")
+		t.Fatalf("gate without policies did not fail: %v; pod %s\ngate:\n%s\napp:\n%s", err, phase, glog, alog)
+	}
+	code := strings.TrimSpace(kubectl("", "-n", open, "get", "pod", "gate-control", "-o", "jsonpath={.status.initContainerStatuses[0].state.terminated.exitCode}"))
+	res, found := ParseVerdict(kubectl("", "-n", open, "logs", "gate-control", "-c", "af-gate"))
+	if code != "3" || !found || res.Verdict != Escape || len(routesWith(res.Routes, Escaped)) != 4 {
+		t.Fatalf("gate without policies: exit %s, verdict %+v", code, res)
 	}
 	t.Logf("ungated (5 pods): %d echoes, %d packets arrived; gated (20 pods): 0 arrived, the gate itself saw the window open in %d of 20", ungatedEscapes, ungatedArrived, gateSawEscapes)
 }

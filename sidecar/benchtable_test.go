@@ -155,6 +155,7 @@ max_filedescriptors 8192
 		rounds = n
 	}
 	cells := make([][]string, len(servers))
+	var ratios []string
 	for i, f := range []string{ext, queries, many, queries} {
 		runs := make([][]dnsRun, len(servers))
 		for range rounds {
@@ -165,6 +166,9 @@ max_filedescriptors 8192
 		for j := range servers {
 			cells[j] = append(cells[j], medianRun(runs[j]))
 		}
+		if m := medianQPS(runs[1]); m > 0 {
+			ratios = append(ratios, fmt.Sprintf("%.2f", medianQPS(runs[0])/m))
+		}
 	}
 	for j, s := range servers {
 		fmt.Fprintf(&table, "| %s | %s |\n", s.name, strings.Join(cells[j], " | "))
@@ -172,6 +176,7 @@ max_filedescriptors 8192
 	if rounds > 1 {
 		fmt.Fprintf(&table, "(median of %d runs each, taking turns)\n", rounds)
 	}
+	fmt.Fprintf(&table, "ratio sidecar/dnsmasq q/s by column %s (goal >= 1.00 on each)\n", strings.Join(ratios, " "))
 	t.Log(table.String())
 	fmt.Println(table.String())
 }
@@ -181,6 +186,7 @@ func httpRows(t *testing.T, table *strings.Builder, proxies []struct{ name, url 
 	t.Helper()
 	fmt.Fprintf(table, "\nHTTP through a proxy to a local upstream (hey -n 50000 -c 50), and a 1 GiB CONNECT tunnel:\n")
 	fmt.Fprintf(table, "| path | requests/s | p99 latency | tunnel MB/s |\n|---|---|---|---|\n")
+	got := map[string]httpRun{}
 	for _, p := range proxies {
 		args := []string{"-n", "50000", "-c", "50"}
 		if p.url != "" {
@@ -195,8 +201,21 @@ func httpRows(t *testing.T, table *strings.Builder, proxies []struct{ name, url 
 		p99ms, _ := strconv.ParseFloat(p99, 64)
 		mbps := tunnel(t, p.url, tunnelTarget, streamBytes)
 		fmt.Fprintf(table, "| %s | %s | %.2f ms | %.0f |\n", p.name, rps, p99ms*1000, mbps)
+		r, _ := strconv.ParseFloat(rps, 64)
+		got[p.name] = httpRun{rps: r, p99: p99ms * 1000, mbps: mbps}
+	}
+	// The ratios issue 32 sets goals for, from this run's rows.
+	sc, squid, direct := got["af sidecar"], got["squid"], got["direct"]
+	if squid.rps > 0 && direct.rps > 0 && squid.p99 > 0 && squid.mbps > 0 {
+		fmt.Fprintf(table, "ratio sidecar/squid requests/s %.2f (goal >= 1.30)\n", sc.rps/squid.rps)
+		fmt.Fprintf(table, "ratio sidecar/squid p99 %.2f (goal <= 1.00)\n", sc.p99/squid.p99)
+		fmt.Fprintf(table, "ratio sidecar/direct requests/s %.2f (goal >= 0.50)\n", sc.rps/direct.rps)
+		fmt.Fprintf(table, "ratio sidecar/squid CONNECT MB/s %.2f (goal >= 1.20)\n", sc.mbps/squid.mbps)
 	}
 }
+
+// httpRun is one proxy's row of the HTTP table.
+type httpRun struct{ rps, p99, mbps float64 }
 
 // dnsRun is one dnsperf run's figures.
 type dnsRun struct {
@@ -219,6 +238,16 @@ func dnsperf(t *testing.T, name, port, queries string) dnsRun {
 }
 
 // medianRun formats the median of runs by rate, with what it lost.
+// medianQPS is the median of runs' queries per second.
+func medianQPS(runs []dnsRun) float64 {
+	q := make([]float64, len(runs))
+	for i, r := range runs {
+		q[i] = r.qps
+	}
+	sort.Float64s(q)
+	return q[len(q)/2]
+}
+
 func medianRun(runs []dnsRun) string {
 	sorted := append([]dnsRun(nil), runs...)
 	sort.Slice(sorted, func(a, b int) bool { return sorted[a].qps < sorted[b].qps })

@@ -3,10 +3,13 @@ package testcluster_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
 func TestSmoke(t *testing.T) {
@@ -91,6 +94,28 @@ spec:
 		)
 		for _, r := range routes {
 			waitRoute(t, h, ns, "client", r, true)
+		}
+	})
+
+	// The bridge's MAC is set when it is made, so the kernel never takes a port's instead: a
+	// pod's deletion cannot change the gateway every other pod has cached (docs/gate.md).
+	t.Run("the pods' gateway keeps its MAC as pods come and go", func(t *testing.T) {
+		read := func(f string) string {
+			b, err := os.ReadFile(filepath.Join("/sys/class/net", layout.Bridge, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(b))
+		}
+		// addr_assign_type 3: set from user space (0 would be permanent, 1 random: a bridge
+		// made without an address follows its ports).
+		if mac, kind := read("address"), read("addr_assign_type"); mac != layout.BridgeMAC || kind != "3" {
+			t.Fatalf("the bridge's MAC is %s (addr_assign_type %s), want %s set at creation", mac, kind, layout.BridgeMAC)
+		}
+		mustExec(t, h, ns, "client", "aftool", "tcp", h.Internet.PublicTCP)
+		arp := mustExec(t, h, ns, "client", "cat", "/proc/net/arp")
+		if !strings.Contains(arp, layout.NodeIP+" ") || !strings.Contains(arp, layout.BridgeMAC) {
+			t.Fatalf("the client's ARP cache has no %s at %s:\n%s", layout.NodeIP, layout.BridgeMAC, arp)
 		}
 	})
 }

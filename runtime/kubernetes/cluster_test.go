@@ -186,6 +186,18 @@ func (fx *fixture) images() map[string]string {
 	return map[string]string{"web": fx.webImage, "worker": fx.workerImage}
 }
 
+// besideOthers runs a cluster test beside the others that call it, after the serial ones
+// (go test -parallel sets how many at once). Such a test touches only namespaces of its own
+// environments and asks for little of the node. These run alone, before them: TestWatch (it
+// stops the enforcer), TestPreflightOnTheCluster (it adds a node the scheduler could use),
+// TestUpPublishesArchives (it sets DOCKER_CONFIG), and TestQuotaAndLimitRange and
+// TestReplicasAndResources (they ask for most of the node's CPU, and af up's capacity preflight
+// counts what the others asked for).
+func besideOthers(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

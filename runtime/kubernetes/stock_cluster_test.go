@@ -17,6 +17,7 @@ import (
 // it in, and the preview URL answers through it. A class nothing serves fails af up at once,
 // before anything is created.
 func TestStockIngressController(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
@@ -60,6 +61,7 @@ func TestStockIngressController(t *testing.T) {
 // naming the workload, the image and the kubelet's reason; never by waiting out the timeout
 // (the timeout's message says "ready after").
 func TestUnpullableImagesFailAtOnce(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
@@ -76,6 +78,7 @@ func TestUnpullableImagesFailAtOnce(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
 			rt := f.runtime(t, func(o *Options) {
 				o.ReadyTimeout = 3 * time.Minute
 				if c.engine != "" {

@@ -36,6 +36,7 @@ import (
 // did, the objects it made, that names resolve, that nothing has a token, containment from
 // inside a service pod, isolation from a second environment, idempotence and status.
 func TestUpTheExample(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 20*time.Minute)
@@ -429,6 +430,7 @@ func TestUpTheExample(t *testing.T) {
 // long before; a replacement starts at once (its hold is released); and a second af up that
 // changes the service closes the hold again, so its new pod waits for the new migration.
 func TestHoldsOrderTheStart(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
@@ -761,6 +763,7 @@ func TestReplicasAndResources(t *testing.T) {
 // TestFailingMigration: the migration fails, its exit code and output are reported, the Job
 // ran once, and the service it belongs to was never created.
 func TestFailingMigration(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
@@ -831,6 +834,7 @@ func TestFailingMigration(t *testing.T) {
 // TestUnlabelledNamespaceIsRefused: a namespace with the environment's name that af did not
 // make is refused by up and down, and it and its contents stay as they were.
 func TestUnlabelledNamespaceIsRefused(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	ctx := ctxFor(t, 5*time.Minute)
 	rt := f.runtime(t)
@@ -885,6 +889,7 @@ func TestUnlabelledNamespaceIsRefused(t *testing.T) {
 // refuses the terminating namespace, and once the finalizer goes down succeeds. Down of an
 // environment that never existed succeeds.
 func TestDownNamesTheFinalizer(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	ctx := ctxFor(t, 5*time.Minute)
 	rt := f.runtime(t, func(o *Options) { o.DownTimeout = 8 * time.Second })
@@ -1001,6 +1006,7 @@ func viaProxyWith(host, header string) string {
 // one whose image cannot be pulled, or whose health path answers 404, times out with AF-RUN-004
 // saying which; af status shows the crash's exit code.
 func TestNotReadyReasons(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)
@@ -1019,6 +1025,7 @@ func TestNotReadyReasons(t *testing.T) {
 			failure.NotReady.Code, "readiness check does not pass"},
 	} {
 		t.Run(c.id, func(t *testing.T) {
+			t.Parallel()
 			ref := afruntime.Ref{ID: c.id, Manifest: small(t, map[string]*manifest.Service{"svc": c.svc})}
 			down(t, rt, ref)
 			_, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
@@ -1235,6 +1242,7 @@ func openRoutes(t *testing.T, h *testcluster.Handle) []string {
 // none of them, through the explicit proxy or by the transparent port, while a pod of another
 // namespace and the kubelet answer from outside any environment.
 func TestCIDRRuleCannotOpenTheCluster(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	requireEnforcer(t, f.h)
 	ctx := ctxFor(t, 10*time.Minute)

@@ -2,7 +2,13 @@ package layout
 
 // Names of what the cluster creates in the kernel. Teardown removes these.
 const (
-	Bridge       = "af-cni0"   // the CNI bridge; its address is the node's IP
+	Bridge = "af-cni0" // the CNI bridge; its address is the node's IP
+	// BridgeMAC is set on the bridge when it is made. Without it Linux gives the bridge the
+	// lowest MAC among its ports, so it changes when a pod's veth comes or goes, and every pod
+	// that still has the old one in its ARP cache loses the way off its subnet (its gateway)
+	// until it asks again, while pods on the bridge still answer. Seen: a gate in a namespace
+	// without policies read that second as "every route denied" while pods were being deleted.
+	BridgeMAC    = "02:af:00:00:00:01"
 	InetNetns    = "af-inet"   // network namespace holding the fake internet's hosts
 	InetVethHost = "af-inet0"  // host end of the veth to InetNetns
 	MetaNetns    = "af-meta"   // network namespace holding the fake metadata server

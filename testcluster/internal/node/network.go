@@ -43,7 +43,7 @@ func getSysctl(key string) string {
 // namespaces know routes back to the pods and nothing else.
 func (c *Cluster) setupNetwork(ctx context.Context) error {
 	steps := [][]string{
-		{"link", "add", layout.Bridge, "type", "bridge"},
+		{"link", "add", layout.Bridge, "address", layout.BridgeMAC, "type", "bridge"},
 		{"addr", "add", layout.NodeIP + "/24", "dev", layout.Bridge},
 		{"link", "set", layout.Bridge, "up"},
 	}
