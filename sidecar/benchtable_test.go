@@ -166,8 +166,8 @@ max_filedescriptors 8192
 		for j := range servers {
 			cells[j] = append(cells[j], medianRun(runs[j]))
 		}
-		if m := medianQPS(runs[1]); m > 0 {
-			ratios = append(ratios, fmt.Sprintf("%.2f", medianQPS(runs[0])/m))
+		if m := median(runs[1]).qps; m > 0 {
+			ratios = append(ratios, fmt.Sprintf("%.2f", median(runs[0]).qps/m))
 		}
 	}
 	for j, s := range servers {
@@ -238,20 +238,15 @@ func dnsperf(t *testing.T, name, port, queries string) dnsRun {
 }
 
 // medianRun formats the median of runs by rate, with what it lost.
-// medianQPS is the median of runs' queries per second.
-func medianQPS(runs []dnsRun) float64 {
-	q := make([]float64, len(runs))
-	for i, r := range runs {
-		q[i] = r.qps
-	}
-	sort.Float64s(q)
-	return q[len(q)/2]
+// median is the run with the median queries per second.
+func median(runs []dnsRun) dnsRun {
+	sorted := append([]dnsRun(nil), runs...)
+	sort.Slice(sorted, func(a, b int) bool { return sorted[a].qps < sorted[b].qps })
+	return sorted[len(sorted)/2]
 }
 
 func medianRun(runs []dnsRun) string {
-	sorted := append([]dnsRun(nil), runs...)
-	sort.Slice(sorted, func(a, b int) bool { return sorted[a].qps < sorted[b].qps })
-	m := sorted[len(sorted)/2]
+	m := median(runs)
 	return fmt.Sprintf("%.0f (lost %s)", m.qps, m.lost)
 }
 
