@@ -2,12 +2,14 @@ package action_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,25 +44,48 @@ func act(t *testing.T) string {
 	return bin
 }
 
-// actEnv is what every act run of these tests shares: the test cluster, the private daemon
-// with the action's image loaded, act itself, the example's images, and the environment and
+// actEnv is what every act run of a test shares: the test cluster, the private daemon with
+// the action's image loaded, act itself, the example's images, and the environment and
 // secrets a workflow run gets.
 type actEnv struct {
-	h            *testcluster.Handle
-	ctx          context.Context
-	actBin       string
-	work         string
-	dockerHost   string
-	kubeconfig   string
+	h          *testcluster.Handle
+	ctx        context.Context
+	actBin     string
+	work       string
+	dockerHost string
+	kubeconfig string
+	*actShared
+	env map[string]string // the job's environment (besides GITHUB_API_URL)
+	// localRepos stand in for actions from elsewhere: owner/name@ref → a local directory
+	// (act's --local-repository), so a workflow runs with its uses: lines as written.
+	localRepos map[string]string
+}
+
+// actShared is what the act tests of one process share, made by the first that needs it:
+// the engine image on the node, the action's image in the daemon, the example's binaries and
+// web's image on the node. Made for each test, it took 35 s of each one's time.
+type actShared struct {
+	dir          string // the binaries; removed by TestMain
 	webImage     string
+	webPath      string // web's static binary
 	workerBinary []byte
 	workerPath   string // the worker's static binary
 	// manifest is the example's af.yaml, its worker built from worker-image/ (the binary).
 	manifest string
-	env      map[string]string // the job's environment (besides GITHUB_API_URL)
-	// localRepos stand in for actions from elsewhere: owner/name@ref → a local directory
-	// (act's --local-repository), so a workflow runs with its uses: lines as written.
-	localRepos map[string]string
+}
+
+var shared struct {
+	once sync.Once
+	val  *actShared
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.val != nil {
+		_ = os.RemoveAll(shared.val.dir)
+	}
+	os.Exit(code)
 }
 
 func newActEnv(t *testing.T, enforcing bool) *actEnv {
@@ -81,58 +106,14 @@ func newActEnv(t *testing.T, enforcing bool) *actEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
 	a.ctx = ctx
-	if err := h.ImportEngineImage(ctx, ".."); err != nil {
-		t.Fatal(err)
+	shared.once.Do(func() { shared.val, shared.err = makeActShared(ctx, t, h, dockerHost) })
+	if shared.err != nil {
+		t.Fatal(shared.err)
 	}
+	a.actShared = shared.val
 
-	// The action's image, as the release writes it, loaded into the daemon act uses.
-	b, err := os.ReadFile(afbuild.Binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := engine.ActionImage(b, version.EngineDigest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	archive := filepath.Join(a.work, "action.tar")
-	if err := images.WriteArchive(archive, version.ActionImage, img); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, "docker", "load", "--input", archive)
-	cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("docker load: %v\n%s", err, out)
-	}
-
-	// The example's two services, from their static binaries. web is on the node already, given
-	// through the images input (as an earlier build step would give it); worker is built by the
-	// action itself, inside its container, through the runner's Docker socket (the Engine API:
-	// the image has no docker CLI).
-	bins := map[string]string{}
-	for _, svc := range []string{"web", "worker"} {
-		out := filepath.Join(a.work, "shop-"+svc)
-		if err := afbuild.Build(ctx, "../examples/shop", out, afbuild.Package("./"+svc)); err != nil {
-			t.Fatal(err)
-		}
-		bins[svc] = out
-	}
-	a.webImage = fmt.Sprintf("af.local/shop-web:act-%d", time.Now().UnixNano())
-	if err := h.ImportBinaryImage(ctx, a.webImage, bins["web"]); err != nil {
-		t.Fatal(err)
-	}
-	a.workerPath = bins["worker"]
-	if a.workerBinary, err = os.ReadFile(bins["worker"]); err != nil {
-		t.Fatal(err)
-	}
-	example, err := os.ReadFile("../examples/shop/af.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.manifest = strings.Replace(string(example), "      context: .\n      dockerfile: worker/Dockerfile\n", "      context: worker-image\n", 1)
-	if a.manifest == string(example) {
-		t.Fatal("the example's worker build is not where the test expects it")
-	}
 	// A kubeconfig secret is self-contained: the action's container sees none of the runner's files.
+	var err error
 	if a.kubeconfig, err = h.Kubectl(ctx, "", "config", "view", "--flatten", "--raw"); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +128,76 @@ func newActEnv(t *testing.T, enforcing bool) *actEnv {
 		a.env[k] = v
 	}
 	return a
+}
+
+// makeActShared makes what the act tests share, logging each step's time on t (the first test).
+func makeActShared(ctx context.Context, t *testing.T, h *testcluster.Handle, dockerHost string) (*actShared, error) {
+	lap := time.Now()
+	took := func(what string) {
+		t.Logf("shared setup: %s: %s", what, time.Since(lap).Round(100*time.Millisecond))
+		lap = time.Now()
+	}
+	if err := h.ImportEngineImage(ctx, ".."); err != nil {
+		return nil, err
+	}
+	took("engine image on the node")
+	dir, err := os.MkdirTemp("", "af-act-shared")
+	if err != nil {
+		return nil, err
+	}
+	sh := &actShared{dir: dir}
+
+	// The action's image, as the release writes it, loaded into the daemon act uses.
+	b, err := os.ReadFile(afbuild.Binary(t))
+	if err != nil {
+		return nil, err
+	}
+	img, err := engine.ActionImage(b, version.EngineDigest)
+	if err != nil {
+		return nil, err
+	}
+	archive := filepath.Join(dir, "action.tar")
+	if err := images.WriteArchive(archive, version.ActionImage, img); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "docker", "load", "--input", archive)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST="+dockerHost)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("docker load: %w\n%s", err, out)
+	}
+	_ = os.Remove(archive)
+	took("the action's image in the daemon")
+
+	// The example's two services, from their static binaries. web is on the node already, given
+	// through the images input (as an earlier build step would give it); worker is built by the
+	// action itself, inside its container, through the runner's Docker socket (the Engine API:
+	// the image has no docker CLI).
+	bins := map[string]string{}
+	for _, svc := range []string{"web", "worker"} {
+		out := filepath.Join(dir, "shop-"+svc)
+		if err := afbuild.Build(ctx, "../examples/shop", out, afbuild.Package("./"+svc)); err != nil {
+			return nil, err
+		}
+		bins[svc] = out
+	}
+	sh.webImage = fmt.Sprintf("af.local/shop-web:act-%d", time.Now().UnixNano())
+	if err := h.ImportBinaryImage(ctx, sh.webImage, bins["web"]); err != nil {
+		return nil, err
+	}
+	took("the example's images")
+	sh.webPath, sh.workerPath = bins["web"], bins["worker"]
+	if sh.workerBinary, err = os.ReadFile(bins["worker"]); err != nil {
+		return nil, err
+	}
+	example, err := os.ReadFile("../examples/shop/af.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sh.manifest = strings.Replace(string(example), "      context: .\n      dockerfile: worker/Dockerfile\n", "      context: worker-image\n", 1)
+	if sh.manifest == string(example) {
+		return nil, errors.New("the example's worker build is not where the test expects it")
+	}
+	return sh, nil
 }
 
 // repository writes files as a git repository of acme/shop under the work directory.

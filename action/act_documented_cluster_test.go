@@ -25,7 +25,7 @@ func TestActionUnderActDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	webBinary, err := os.ReadFile(filepath.Join(a.work, "shop-web"))
+	webBinary, err := os.ReadFile(a.webPath)
 	if err != nil {
 		t.Fatal(err)
 	}

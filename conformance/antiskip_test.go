@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/antifailure/af/conformance/verdict"
@@ -28,8 +29,10 @@ const thisPackage = "github.com/antifailure/af/conformance"
 const fakeMode = "AF_CONFORMANCE_FAKE"
 
 // leaky is a runtime whose environments contain nothing. Only the anti-skip tests use it.
+// The suite brings its environments up side by side, so its state is locked.
 type leaky struct {
 	caps runtime.Capabilities
+	mu   sync.Mutex
 	envs map[string]bool
 }
 
@@ -39,17 +42,25 @@ func (l *leaky) Up(_ context.Context, spec runtime.Spec) (*runtime.Result, error
 	if spec.ID == "" {
 		return nil, errors.New("no environment id")
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.envs[spec.ID] = true
 	return &runtime.Result{Environment: spec.ID}, nil
 }
 func (l *leaky) Down(_ context.Context, env runtime.Ref) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	delete(l.envs, env.ID)
 	return nil
 }
 func (l *leaky) Status(_ context.Context, env runtime.Ref) (*runtime.Status, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return &runtime.Status{Environment: env.ID, Exists: l.envs[env.ID]}, nil
 }
 func (l *leaky) Inventory(context.Context) ([]runtime.Resource, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var out []runtime.Resource
 	for id := range l.envs {
 		out = append(out, runtime.Resource{Kind: "Namespace", Name: "af-conf-" + id, Environment: id})
@@ -353,5 +364,22 @@ func TestRosterIsImplemented(t *testing.T) {
 	p := fmt.Sprint(checkRoster(impl))
 	if !strings.Contains(p, "egress/no-token has no implementation") || !strings.Contains(p, "egress/extra is implemented but not in the roster") {
 		t.Errorf("checkRoster missed a gap: %s", p)
+	}
+}
+
+// TestPrepareNamesRosterBehaviours: prepare makes an environment when a behaviour that uses it
+// will run; a name not in the roster would count as skipped, and the environment would be made
+// later, by the behaviour itself, while others compare the inventory.
+func TestPrepareNamesRosterBehaviours(t *testing.T) {
+	in := map[string]bool{}
+	for _, b := range verdict.Roster {
+		in[b.Name] = true
+	}
+	for role, names := range usedBy {
+		for _, n := range names {
+			if !in[n] {
+				t.Errorf("usedBy[%s] names %s, which is not in the roster", role, n)
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -209,8 +210,7 @@ func names(in []Instance, keep func(Instance) bool) []string {
 func (s *suite) refused(t *testing.T, role string, m *manifest.Manifest, mention ...string) error {
 	t.Helper()
 	ref := s.ref(role, m)
-	s.envs[role] = &env{ref: ref}
-	s.order = append(s.order, role)
+	s.made(role, &env{ref: ref})
 	ctx, cancel := context.WithTimeout(s.ctx, 2*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -240,6 +240,12 @@ func httpURL(host string) string { return "http://" + host + "/" }
 
 // outside are the positive controls: each target answers where no containment applies.
 func (s *suite) outside(t *testing.T) *tried {
+	t.Helper()
+	return s.outsideBatch()
+}
+
+// outsideBatch is outside for any goroutine.
+func (s *suite) outsideBatch() *tried {
 	tg := s.opts.Targets
 	attempts := []Attempt{
 		{Name: "public-tcp", Kind: TCP, Target: tg.PublicTCP},
@@ -272,19 +278,34 @@ const linkLocalPorts = "53,8080,9901,10250"
 // fromMain tries everything from a throwaway instance of main's api.
 func (s *suite) fromMain(t *testing.T) *tried {
 	t.Helper()
-	if m, ok := s.memo["main"]; ok {
-		return m
+	m, err := s.tryFromMain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// tryFromMain is fromMain for any goroutine: what keeps the batch from running is an error.
+func (s *suite) tryFromMain() (*tried, error) {
+	if m := s.memoised("main"); m != nil {
+		return m, nil
 	}
 	e := s.main()
-	e.must(t)
+	if err := e.notUp(); err != nil {
+		return nil, err
+	}
 	o := s.other()
-	o.must(t)
-	cross, err := s.h.Addresses(s.context(t), o.ref, "lonely")
+	if err := o.notUp(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.UpTimeout)
+	defer cancel()
+	cross, err := s.h.Addresses(ctx, o.ref, "lonely")
 	if err != nil {
-		t.Fatalf("%s addresses of the other environment: %v", verdict.Broken, err)
+		return nil, fmt.Errorf("%s addresses of the other environment: %w", verdict.Broken, err)
 	}
 	if len(cross) == 0 {
-		t.Fatal(verdict.Broken + " the harness lists no address of the other environment's service")
+		return nil, errors.New(verdict.Broken + " the harness lists no address of the other environment's service")
 	}
 	tg := s.opts.Targets
 	_, port, _ := net.SplitHostPort(tg.PublicTCP)
@@ -323,14 +344,25 @@ func (s *suite) fromMain(t *testing.T) *tried {
 	}
 	return s.try("main", func(ctx context.Context, a []Attempt) ([]Outcome, error) {
 		return s.h.Try(ctx, e.ref, "api", a)
-	}, attempts)
+	}, attempts), nil
 }
 
 // fromOther tries from the environment with no egress rules.
 func (s *suite) fromOther(t *testing.T) *tried {
 	t.Helper()
+	m, err := s.tryFromOther()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// tryFromOther is fromOther for any goroutine.
+func (s *suite) tryFromOther() (*tried, error) {
 	e := s.other()
-	e.must(t)
+	if err := e.notUp(); err != nil {
+		return nil, err
+	}
 	tg := s.opts.Targets
 	return s.try("other", func(ctx context.Context, a []Attempt) ([]Outcome, error) {
 		return s.h.Try(ctx, e.ref, "lonely", a)
@@ -341,7 +373,7 @@ func (s *suite) fromOther(t *testing.T) *tried {
 		{Name: "unlisted-http", Kind: HTTP, Target: httpURL(tg.UnlistedHost)},
 		{Name: "public-tcp", Kind: TCP, Target: tg.PublicTCP},
 		{Name: "udp", Kind: DNS, Target: tg.ResolverName, Server: tg.Resolver},
-	})
+	}), nil
 }
 
 // control requires the named outside attempt to have reached its target (and, when banner

@@ -62,8 +62,19 @@ func (s *suite) observer(t *testing.T) runtime.Observer {
 // fromObserved makes the observe environment's requests once: allowed, refused, captured.
 func (s *suite) fromObserved(t *testing.T) *tried {
 	t.Helper()
+	m, err := s.tryFromObserved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// tryFromObserved is fromObserved for any goroutine.
+func (s *suite) tryFromObserved() (*tried, error) {
 	e := s.observed()
-	e.must(t)
+	if err := e.notUp(); err != nil {
+		return nil, err
+	}
 	return s.try("observe", func(ctx context.Context, a []Attempt) ([]Outcome, error) {
 		return s.h.Try(ctx, e.ref, "hooks", a)
 	}, []Attempt{
@@ -71,7 +82,7 @@ func (s *suite) fromObserved(t *testing.T) *tried {
 		{Name: "unlisted-proxy", Kind: HTTPProxy, Target: s.opts.Targets.UnlistedHost},
 		{Name: "captured-http", Kind: HTTPProxy, Target: capturedHost, Header: credential},
 		{Name: "captured-mail", Kind: Mail, Target: capturedSMTP, To: capturedMailbox},
-	})
+	}), nil
 }
 
 // decisions reads the observe environment's decision log through the runtime's link.

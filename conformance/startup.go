@@ -37,6 +37,12 @@ func RunStartupProof(t *testing.T, factory Factory, opts Options) {
 	if t.Name() != verdict.StartupProof {
 		t.Fatalf("RunStartupProof runs as %s, not %s", t.Name(), verdict.StartupProof)
 	}
+	if opts.Prefix == "" {
+		opts.Prefix = "proof"
+	}
+	if opts.NamespacePrefix == "" {
+		opts.NamespacePrefix = "af-proof-"
+	}
 	opts.defaults()
 	if m := opts.missing(); len(m) > 0 {
 		t.Fatalf("conformance options missing: %s", strings.Join(m, ", "))

@@ -8,8 +8,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,9 +57,12 @@ type Options struct {
 	// Image runs every service the suite starts: it has a POSIX shell, busybox (httpd) and
 	// aftool (testcluster/cmd/aftool).
 	Image string
-	// Prefix starts every environment id the suite uses (default "conf").
+	// Prefix starts every environment id the suite uses (default "conf"; the startup proof's
+	// "proof", so the two can run side by side: each counts only its own environments when it
+	// checks that it left nothing behind).
 	Prefix string
-	// NamespacePrefix is the manifests' runtime.namespace_prefix (default "af-conf-").
+	// NamespacePrefix is the manifests' runtime.namespace_prefix (default "af-conf-"; the
+	// startup proof's "af-proof-").
 	NamespacePrefix string
 	// Domain is the manifests' runtime.domain when the runtime declares ingress.
 	Domain string
@@ -167,15 +172,18 @@ func checkRoster(impl map[string]func(*testing.T, *suite)) []string {
 	return out
 }
 
-// suite is one run's state. Behaviours run one after another (never in parallel), so the
-// environments are made once, when first needed, and shared.
+// suite is one run's state. Behaviours run one after another (never in parallel); the
+// environments are made once and shared: side by side before the first behaviour (prepare),
+// or when first needed.
 type suite struct {
-	rt      runtime.Runtime
-	h       Harness
-	opts    Options
-	caps    runtime.Capabilities
-	ctx     context.Context
-	logf    func(string, ...any)
+	rt   runtime.Runtime
+	h    Harness
+	opts Options
+	caps runtime.Capabilities
+	ctx  context.Context
+	logf func(string, ...any)
+
+	mu      sync.Mutex      // guards envs, order and memo, which prepare fills side by side
 	envs    map[string]*env // by role
 	order   []string        // roles in the order they were made, for the final down
 	memo    map[string]*tried
@@ -188,18 +196,30 @@ type suite struct {
 	unmanagedRef runtime.Ref
 }
 
-// env is one environment the suite made (or tried to).
+// env is one environment the suite made (or tried to). Its fields are read once done is
+// closed.
 type env struct {
-	ref runtime.Ref
-	res *runtime.Result
-	err error
+	ref  runtime.Ref
+	res  *runtime.Result
+	err  error
+	done chan struct{}
 }
 
-// tried is the memoised outcome of one batch of attempts.
+// notUp says why a behaviour that needs the environment cannot be measured.
+func (e *env) notUp() error {
+	if e.err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s environment %s did not come up: %w", verdict.Broken, e.ref.ID, e.err)
+}
+
+// tried is the memoised outcome of one batch of attempts. Its fields are read once done is
+// closed.
 type tried struct {
 	attempts []Attempt
 	out      map[string]Outcome
 	err      error
+	done     chan struct{}
 }
 
 // RunRuntime runs every roster behaviour against the runtime the factory makes, as subtests
@@ -238,6 +258,16 @@ func RunRuntime(t *testing.T, factory Factory, opts Options) {
 	}
 	defer s.finish(t, before)
 
+	s.prepare(func(name string) bool {
+		for _, b := range verdict.Roster {
+			if b.Name == name {
+				skip, _ := decide(b, s.caps, skipSlow)
+				return skip
+			}
+		}
+		return true
+	})
+
 	reached := map[string]bool{}
 	for _, b := range verdict.Roster {
 		fn := impl[b.Name]
@@ -265,6 +295,63 @@ func RunRuntime(t *testing.T, factory Factory, opts Options) {
 	}
 }
 
+// prepare makes every environment the behaviours that will run need, side by side, then runs
+// their batches of attempts side by side, and returns when all of it is done: before the first
+// behaviour, because some compare the suite's inventory before and after an operation, so
+// nothing of the suite's may be in the making meanwhile. Nothing fails here: a behaviour that
+// needs what did not come up reports it, as it would have when it made it itself. The positive
+// controls run with the other batches, so every environment's instances are on the pods'
+// segment when the link-local sweep from outside looks for neighbours, as they were when the
+// behaviours made them one by one.
+func (s *suite) prepare(skipped func(behaviour string) bool) {
+	var ups []func() *env
+	for _, u := range []struct {
+		make func() *env
+		by   []string
+	}{
+		{s.main, nil}, {s.other, nil}, // containment uses both, and nothing skips containment
+		{s.failingMigration, usedBy[roleMigrate]},
+		{s.crashing, usedBy[roleCrash]},
+		{s.observed, usedBy[roleObserve]},
+	} {
+		if u.by == nil || slices.ContainsFunc(u.by, func(b string) bool { return !skipped(b) }) {
+			ups = append(ups, u.make)
+		}
+	}
+	observe := slices.ContainsFunc(usedBy[roleObserve], func(b string) bool { return !skipped(b) })
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, up := range ups {
+		wg.Go(func() { up() })
+	}
+	wg.Wait()
+	s.logf("prepare: %d environment(s) made side by side in %s", len(ups), time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	batches := []func(){
+		func() { s.outsideBatch() },
+		func() { _, _ = s.tryFromMain() },
+		func() { _, _ = s.tryFromOther() },
+	}
+	if observe {
+		batches = append(batches, func() { _, _ = s.tryFromObserved() })
+	}
+	for _, b := range batches {
+		wg.Go(b)
+	}
+	wg.Wait()
+	s.logf("prepare: %d batch(es) of attempts run side by side in %s", len(batches), time.Since(start).Round(time.Millisecond))
+}
+
+// usedBy names, for each environment that not every run needs, the behaviours that use it:
+// prepare makes it when one of them will run.
+var usedBy = map[string][]string{
+	roleMigrate: {"up/failed-migration-blocks-service"},
+	roleCrash:   {"up/failed-service-findable", "status/exit-code", "observe/logs-of-a-crashed-service"},
+	roleObserve: {"observe/blocked-host-logged", "observe/allowed-host-logged", "observe/capture-in-inbox",
+		"observe/logs-of-a-service", "observe/webhook-reaches-service"},
+}
+
 func orNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
@@ -277,15 +364,20 @@ func orNone(s []string) string {
 func (s *suite) finish(t *testing.T, before []runtime.Resource) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.UpTimeout)
 	defer cancel()
+	// Side by side: each down waits for its namespace to go, and nothing orders them.
+	var wg sync.WaitGroup
 	for _, role := range s.order {
 		e := s.envs[role]
 		if s.downed[role] {
 			continue
 		}
-		if err := s.rt.Down(ctx, e.ref); err != nil {
-			t.Errorf("cleanup: down %s: %v", e.ref.ID, err)
-		}
+		wg.Go(func() {
+			if err := s.rt.Down(ctx, e.ref); err != nil {
+				t.Errorf("cleanup: down %s: %v", e.ref.ID, err)
+			}
+		})
 	}
+	wg.Wait()
 	for _, u := range s.unknown {
 		if err := u.Remove(ctx); err != nil {
 			t.Errorf("cleanup: removing the unmanaged namespace: %v", err)
@@ -355,21 +447,29 @@ func (s *suite) ref(role string, m *manifest.Manifest) runtime.Ref {
 }
 
 // up brings an environment up once and remembers the result (and the error), so every
-// behaviour that needs it shares one up.
+// behaviour that needs it shares one up. A caller that comes while another brings it up waits.
 func (s *suite) up(role string, build func() (*manifest.Manifest, error)) *env {
+	s.mu.Lock()
 	if e, ok := s.envs[role]; ok {
+		s.mu.Unlock()
+		<-e.done
 		return e
 	}
+	e := &env{done: make(chan struct{})}
+	s.envs[role] = e
+	s.mu.Unlock()
+	defer close(e.done)
 	m, err := build()
-	e := &env{err: err}
+	e.err = err
 	if m != nil {
 		e.ref = s.ref(role, m)
 	}
-	s.envs[role] = e
 	if err != nil {
 		return e
 	}
+	s.mu.Lock()
 	s.order = append(s.order, role)
+	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, s.opts.UpTimeout)
 	defer cancel()
 	start := time.Now()
@@ -381,18 +481,45 @@ func (s *suite) up(role string, build func() (*manifest.Manifest, error)) *env {
 // must fails the behaviour when the environment did not come up.
 func (e *env) must(t *testing.T) {
 	t.Helper()
-	if e.err != nil {
-		t.Fatalf("%s environment %s did not come up: %v", verdict.Broken, e.ref.ID, e.err)
+	if err := e.notUp(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// try runs a batch of attempts once per key and remembers the outcomes.
+// made records an environment made outside up (a refused one), for the final down.
+func (s *suite) made(role string, e *env) {
+	e.done = make(chan struct{})
+	close(e.done)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.envs[role] = e
+	s.order = append(s.order, role)
+}
+
+// memoised returns the batch of attempts run under key, once it has run, or nil.
+func (s *suite) memoised(key string) *tried {
+	s.mu.Lock()
+	m := s.memo[key]
+	s.mu.Unlock()
+	if m != nil {
+		<-m.done
+	}
+	return m
+}
+
+// try runs a batch of attempts once per key and remembers the outcomes. A caller that comes
+// while the batch runs waits for it.
 func (s *suite) try(key string, run func(context.Context, []Attempt) ([]Outcome, error), attempts []Attempt) *tried {
+	s.mu.Lock()
 	if m, ok := s.memo[key]; ok {
+		s.mu.Unlock()
+		<-m.done
 		return m
 	}
-	m := &tried{attempts: attempts, out: map[string]Outcome{}}
+	m := &tried{attempts: attempts, out: map[string]Outcome{}, done: make(chan struct{})}
 	s.memo[key] = m
+	s.mu.Unlock()
+	defer close(m.done)
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
 	outs, err := run(ctx, attempts)

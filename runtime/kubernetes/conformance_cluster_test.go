@@ -28,13 +28,17 @@ import (
 
 // TestConformance runs the conformance roster against the Kubernetes runtime on the test
 // cluster. `make conformance` runs it with the startup proof and reads the verdict.
+// It runs beside the startup proof: each has its own environments (their prefixes) and its
+// own namespace for the positive controls.
 func TestConformance(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	conformance.RunRuntime(t, f.subject, f.conformanceOptions(t))
 }
 
 // TestImmediateStartupCannotBypassContainment is the startup proof on the test cluster.
 func TestImmediateStartupCannotBypassContainment(t *testing.T) {
+	besideOthers(t)
 	f := setup(t)
 	conformance.RunStartupProof(t, f.subject, f.conformanceOptions(t))
 }
@@ -95,7 +99,13 @@ func (fx *fixture) subject(t *testing.T) conformance.Subject {
 		rt.opts.negativeControl = fx.h.TestImage
 		t.Log(verdict.NegativeControlMarker + ": af's probe and gates are off; the suite's own attempts measure the cluster")
 	}
-	h := &harness{kube: fx.kube, rt: rt, image: fx.h.TestImage, ingress: fx.h.IngressHTTP, outsideNS: "af-conformance-outside"}
+	// The positive controls' namespace, one per test: the suite and the startup proof run side
+	// by side, and each removes its own at the end.
+	outside := "af-conformance-outside"
+	if t.Name() == verdict.StartupProof {
+		outside = "af-proof-outside"
+	}
+	h := &harness{kube: fx.kube, rt: rt, image: fx.h.TestImage, ingress: fx.h.IngressHTTP, outsideNS: outside}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
