@@ -120,6 +120,21 @@ func ImportImageOnce(ctx context.Context, dirs layout.Dirs, archive, key string)
 	return importOnce(ctx, dirs, archive, key)
 }
 
+// Done reports whether work under key was marked done (MarkDone) since the cluster came up.
+func Done(dirs layout.Dirs, key string) bool {
+	_, err := os.Stat(filepath.Join(dirs.Run, "imported", key))
+	return err == nil
+}
+
+// MarkDone marks work under key done until the cluster goes down.
+func MarkDone(dirs layout.Dirs, key string) error {
+	marker := filepath.Join(dirs.Run, "imported", key)
+	if err := os.MkdirAll(filepath.Dir(marker), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(marker, nil, 0o644)
+}
+
 // PushImage loads a docker-archive tarball holding image ref into a staging
 // containerd namespace (not the kubelet's) and pushes it to the local registry
 // as RegistryAddr/repo, so that a pod can only get it by pulling.
