@@ -4,8 +4,9 @@
 # internal/testrun (hack/lib.sh), which fails a phase on a failed test, on nothing run and on a
 # -run alternative that matched no test.
 #   1. kube-router enforcing, holes closed: the testcluster suite, the gate behind 20 pod
-#      starts (five at a time), the engine image in containerd, the build tests, af up from the
-#      command line, the Kubernetes runtime (four tests at a time), the GitHub Action under
+#      starts (five at a time), the engine image in containerd, the build tests and af up from
+#      the command line beside af up publishing archives and the startup window's measurement,
+#      the Kubernetes runtime (four tests at a time), the GitHub Action under
 #      nektos/act beside conformance, which the verdict reader must accept with 0 skipped,
 #      and the GitHub App (last: it restarts the API server).
 #   2. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
@@ -44,19 +45,28 @@ AF_DOCKER_HOST=$(./hack/dockerd.sh start)
 
 echo "== 1. cluster with kube-router"
 step cluster-up-kube-router bin/afcluster ensure -enforcer kube-router
-gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown|TestEnforcerAway|TestLinkLocalRule)$' ./testcluster/...
+gophase testcluster -skip '^(TestNegativeControl|TestNothingLeftAfterDown|TestEnforcerAway|TestLinkLocalRule|TestStartupWindow)$' ./testcluster/...
 # Alone: it counts every packet that arrives at the fake internet's public address, and the
 # testcluster suite's pods send there. Its control pod, in a namespace without policies, must
 # see the routes open; beside other pods' churn its gate once said contained: the bridge took
 # the lowest MAC of its ports, so a deleted pod changed the pods' gateway for a moment (the
 # bridge's MAC is fixed now, docs/gate.md).
 gophase gate-on-cluster -run '^TestGatedPodsOnTheCluster$' ./gate/
-gophase engine-image-in-containerd -run '^TestEngineImageRunsInContainerd$' ./images/engine/
-gophase images ./images/
-gophase af-up-cli -run '^TestUpBuildsPublishesAndRuns$' ./cmd/af/internal/cmd/root/
+# Side by side, each in its own process: the engine image, the publishers and af up from the
+# command line; af up publishing archives with credentials from DOCKER_CONFIG (t.Setenv: no
+# other test of its process may run beside it); and the startup window's ten pods, measured
+# one after another (it asserts no bound: the gate closes that window).
+p1_images() {
+	gophase engine-image-in-containerd -run '^TestEngineImageRunsInContainerd$' ./images/engine/
+	gophase images ./images/
+	gophase af-up-cli -run '^TestUpBuildsPublishesAndRuns$' ./cmd/af/internal/cmd/root/
+}
+p1_archives() { gophase runtime-archives -run '^TestUpPublishesArchives$' ./runtime/kubernetes/; }
+p1_window() { gophase startup-window -run '^TestStartupWindow$' ./testcluster/; }
+together p1_images p1_archives p1_window
 # Four at a time: tests that touch only their own environments run beside each other (those
 # that stop the enforcer, add a node or take most of its CPU run alone first: besideOthers).
-gophase runtime -parallel 4 -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment|TestUpRefusedWithoutEnforcer|TestUpRefusedWithHoles)$' ./runtime/...
+gophase runtime -parallel 4 -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment|TestUpRefusedWithoutEnforcer|TestUpRefusedWithHoles|TestUpPublishesArchives)$' ./runtime/...
 # The GitHub Action under nektos/act (its own image in the private daemon, the GitHub stand-in,
 # this cluster: opened, synchronize, closed) beside conformance, which counts only its own
 # environments (their prefix) when it checks that it left nothing behind.

@@ -190,9 +190,9 @@ func (fx *fixture) images() map[string]string {
 // (go test -parallel sets how many at once). Such a test touches only namespaces of its own
 // environments and asks for little of the node. These run alone, before them: TestWatch (it
 // stops the enforcer), TestPreflightOnTheCluster (it adds a node the scheduler could use),
-// TestUpPublishesArchives (it sets DOCKER_CONFIG), and TestQuotaAndLimitRange and
-// TestReplicasAndResources (they ask for most of the node's CPU, and af up's capacity preflight
-// counts what the others asked for).
+// TestUpPublishesArchives (it sets DOCKER_CONFIG; make test runs it in a process of its own),
+// and TestQuotaAndLimitRange and TestReplicasAndResources (they ask for most of the node's CPU,
+// and af up's capacity preflight counts what the others asked for).
 func besideOthers(t *testing.T) {
 	t.Helper()
 	t.Parallel()

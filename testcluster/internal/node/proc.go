@@ -127,11 +127,17 @@ func (c *Cluster) waitFor(ctx context.Context, what, proc string, timeout time.D
 	}
 }
 
+// apiServerGrace is how long RestartAPIServer lets kube-apiserver shut down before killing it.
+const apiServerGrace = 3 * time.Second
+
 // RestartAPIServer stops kube-apiserver, waits downFor with it stopped, starts it again with the
 // same flags and waits until it is ready: a test of what survives the control plane going away.
+// It stops listening at once on SIGTERM and is killed after apiServerGrace: its graceful
+// shutdown took 26 s here, and the longer the outage the longer the namespace controller's
+// retries back off afterwards (a namespace whose deletion spanned a 38 s outage took 80 s more).
 func (c *Cluster) RestartAPIServer(ctx context.Context, downFor time.Duration) error {
 	p := c.apiserver()
-	pid := c.stop(p.name, 30*time.Second)
+	pid := c.stop(p.name, apiServerGrace)
 	if pid == 0 {
 		return fmt.Errorf("restart %s: it is not running", p.name)
 	}
