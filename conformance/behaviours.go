@@ -278,11 +278,18 @@ const linkLocalPorts = "53,8080,9901,10250"
 // fromMain tries everything from a throwaway instance of main's api.
 func (s *suite) fromMain(t *testing.T) *tried {
 	t.Helper()
-	m, err := s.tryFromMain()
-	if err != nil {
-		t.Fatal(err)
+	return ran(t)(s.tryFromMain())
+}
+
+// ran returns a batch that could run, failing t with the reason one could not.
+func ran(t *testing.T) func(*tried, error) *tried {
+	return func(m *tried, err error) *tried {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
-	return m
 }
 
 // tryFromMain is fromMain for any goroutine: what keeps the batch from running is an error.
@@ -350,11 +357,7 @@ func (s *suite) tryFromMain() (*tried, error) {
 // fromOther tries from the environment with no egress rules.
 func (s *suite) fromOther(t *testing.T) *tried {
 	t.Helper()
-	m, err := s.tryFromOther()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return ran(t)(s.tryFromOther())
 }
 
 // tryFromOther is fromOther for any goroutine.

@@ -62,11 +62,7 @@ func (s *suite) observer(t *testing.T) runtime.Observer {
 // fromObserved makes the observe environment's requests once: allowed, refused, captured.
 func (s *suite) fromObserved(t *testing.T) *tried {
 	t.Helper()
-	m, err := s.tryFromObserved()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return ran(t)(s.tryFromObserved())
 }
 
 // tryFromObserved is fromObserved for any goroutine.
