@@ -14,8 +14,8 @@ LDFLAGS   := -s -w -X github.com/antifailure/af/version.Version=$(VERSION) -X gi
 # Packages of af itself: the example app is its own module, tested on its own.
 PKGS      := ./...
 FUZZTIME  ?= 5m
-# DNS_ROUNDS: how many turns each DNS figure of bench-sidecar is the median of.
-DNS_ROUNDS ?= 3
+# ROUNDS: how many turns each figure of bench-sidecar (HTTP and DNS) is the median of.
+ROUNDS ?= 3
 # Minimizing each new input for up to a minute (the default) starves the search itself.
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
@@ -77,7 +77,7 @@ bench: ## run the benchmarks
 
 bench-sidecar: ## the sidecar next to direct, squid, tinyproxy and dnsmasq: prints the table
 	@./hack/deps.sh bench
-	AF_BENCH=1 AF_BENCH_ROUNDS=$(DNS_ROUNDS) $(GO) test -count=1 -timeout 30m -run TestBenchSidecarTable -v ./sidecar/
+	AF_BENCH=1 AF_BENCH_ROUNDS=$(ROUNDS) $(GO) test -count=1 -timeout 30m -run TestBenchSidecarTable -v ./sidecar/
 
 fuzz: ## fuzz the manifest parser for FUZZTIME (default 5m)
 	$(GO) test ./manifest -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) $(FUZZFLAGS)

@@ -420,6 +420,10 @@ func (c *limitConn) Close() error {
 	return err
 }
 
+// NetConn is the connection this one counts, so the proxy can splice between two TCP
+// connections in the kernel; closing stays with the limitConn.
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes when the underlying connection can.
 func (c *limitConn) CloseWrite() error {
 	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {

@@ -53,7 +53,9 @@ type Log struct {
 	dropped uint64
 	closed  bool
 
-	lines chan []byte
+	// lines carries entries to the writer, which encodes them: the connection that made a
+	// decision only hands it over.
+	lines chan Entry
 	done  chan struct{}
 }
 
@@ -65,7 +67,7 @@ func New(environment string, size int, out io.Writer) *Log {
 	}
 	l := &Log{env: environment, now: time.Now, ring: make([]Entry, size), done: make(chan struct{})}
 	if out != nil {
-		l.lines = make(chan []byte, 4096)
+		l.lines = make(chan Entry, 4096)
 		go l.write(out)
 	} else {
 		close(l.done)
@@ -76,16 +78,17 @@ func New(environment string, size int, out io.Writer) *Log {
 func (l *Log) write(out io.Writer) {
 	defer close(l.done)
 	w := bufio.NewWriterSize(out, 64<<10)
+	enc := json.NewEncoder(w) // one JSON object and a newline per entry
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case line, ok := <-l.lines:
+		case e, ok := <-l.lines:
 			if !ok {
 				_ = w.Flush()
 				return
 			}
-			_, _ = w.Write(line)
+			_ = enc.Encode(e)
 		case <-tick.C:
 			_ = w.Flush()
 		}
@@ -106,21 +109,14 @@ func (l *Log) Record(e Entry) Entry {
 	if l.next == 0 {
 		l.full = true
 	}
-	l.mu.Unlock()
-	if l.lines != nil {
-		b, err := json.Marshal(e)
-		if err == nil {
-			l.mu.Lock()
-			if !l.closed {
-				select {
-				case l.lines <- append(b, '\n'):
-				default:
-					l.dropped++
-				}
-			}
-			l.mu.Unlock()
+	if l.lines != nil && !l.closed {
+		select {
+		case l.lines <- e:
+		default:
+			l.dropped++
 		}
 	}
+	l.mu.Unlock()
 	return e
 }
 

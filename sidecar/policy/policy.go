@@ -42,13 +42,17 @@ type hostRule struct {
 	pattern manifest.HostPattern
 	ports   []int
 	mode    string
+	// rule and shown are the decision's Rule and the pattern as a reason names it, made once:
+	// every request is decided, and formatting them each time was most of a decision's cost.
+	rule, shown string
 }
 
 type rangeRule struct {
-	index  int
-	prefix netip.Prefix
-	ports  []int
-	mode   string
+	index       int
+	prefix      netip.Prefix
+	ports       []int
+	mode        string
+	rule, shown string
 }
 
 // Policy is a compiled set of egress rules.
@@ -86,13 +90,13 @@ func New(e manifest.Egress) (*Policy, error) {
 			if err != nil {
 				return nil, fmt.Errorf("egress.rules[%d].host: %q %w", i, r.Host, err)
 			}
-			p.hosts = append(p.hosts, hostRule{index: i, pattern: hp, ports: r.Ports, mode: mode})
+			p.hosts = append(p.hosts, hostRule{index: i, pattern: hp, ports: r.Ports, mode: mode, rule: fmt.Sprintf("egress.rules[%d]: %s", i, hp), shown: fmt.Sprint(hp)})
 		case r.CIDR != "" && r.Host == "":
 			pr, err := manifest.ParseRange(r.CIDR)
 			if err != nil {
 				return nil, fmt.Errorf("egress.rules[%d].cidr: %q %w", i, r.CIDR, err)
 			}
-			p.ranges = append(p.ranges, rangeRule{index: i, prefix: pr, ports: r.Ports, mode: mode})
+			p.ranges = append(p.ranges, rangeRule{index: i, prefix: pr, ports: r.Ports, mode: mode, rule: fmt.Sprintf("egress.rules[%d]: %s", i, pr), shown: pr.String()})
 		default:
 			return nil, fmt.Errorf("egress.rules[%d]: a rule names exactly one of host and cidr", i)
 		}
@@ -123,11 +127,7 @@ func (p *Policy) Decide(host string, port int) Decision {
 	if best == nil {
 		return Decision{Mode: p.def, Rule: "egress.default", Reason: fmt.Sprintf("no rule matches %s:%d", h, port)}
 	}
-	return Decision{
-		Mode:   best.mode,
-		Rule:   fmt.Sprintf("egress.rules[%d]: %s", best.index, best.pattern),
-		Reason: fmt.Sprintf("%s matches %s", h, best.pattern),
-	}
+	return Decision{Mode: best.mode, Rule: best.rule, Reason: h + " matches " + best.shown}
 }
 
 // DecideAddr returns the decision for a connection to an address.
@@ -146,11 +146,7 @@ func (p *Policy) DecideAddr(addr netip.Addr, port int) Decision {
 	if best == nil {
 		return Decision{Mode: p.def, Rule: "egress.default", Reason: fmt.Sprintf("no rule matches %s port %d", addr, port)}
 	}
-	return Decision{
-		Mode:   best.mode,
-		Rule:   fmt.Sprintf("egress.rules[%d]: %s", best.index, best.prefix),
-		Reason: fmt.Sprintf("%s is in %s", addr, best.prefix),
-	}
+	return Decision{Mode: best.mode, Rule: best.rule, Reason: addr.String() + " is in " + best.shown}
 }
 
 // AllowedRanges returns the ranges of cidr rules with mode allow: the only private addresses

@@ -47,6 +47,9 @@ type Proxy struct {
 
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
+	ups       *upstreams
+	stopSweep chan struct{}
+	sweepOnce sync.Once
 
 	mu      sync.Mutex
 	tunnels map[net.Conn]struct{}
@@ -108,6 +111,20 @@ func New(o Options) *Proxy {
 		TLSHandshakeTimeout:   p.handshake,
 		ResponseHeaderTimeout: p.idle,
 	}
+	p.ups = &upstreams{idle: map[string][]*upConn{}, perHost: 64, max: 256, timeout: 90 * time.Second}
+	p.stopSweep = make(chan struct{})
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p.ups.sweep()
+			case <-p.stopSweep:
+				return
+			}
+		}
+	}()
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the outgoing URL is set before ServeHTTP
 		Transport:     p.transport,
@@ -177,21 +194,38 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, via, host string,
 		p.capture(w, r, host, entry, start)
 		return
 	}
-	// Allowed: forward through the guard.
-	st := &reqState{}
-	out := r.Clone(context.WithValue(r.Context(), ctxKey{}, st))
-	out.URL.Scheme = "http"
-	out.URL.Host = net.JoinHostPort(host, strconv.Itoa(port))
-	out.Host = r.Host
+	// Allowed: forward through the guard. The upstream is told the host the client named: the
+	// authority of an absolute-form request, else its Host header. The request is this
+	// handler's own, so it is changed in place.
+	cw := &countWriter{ResponseWriter: w}
 	if via == ViaProxy {
-		out.Host = r.URL.Host
+		r.Host = r.URL.Host
 	}
+	r.URL.Scheme = "http"
+	r.URL.Host = net.JoinHostPort(host, strconv.Itoa(port))
+	if fast(r) {
+		ref, cut := p.forward(cw, r, host, port)
+		entry.Allowed = ref == nil
+		if ref != nil {
+			entry.Reason = "guard: " + ref.Reason
+		}
+		entry.Status = cw.status()
+		entry.BytesIn = cw.n
+		p.record(entry, start)
+		if cut {
+			// The answer was cut off: end the client's connection, so it cannot take a
+			// partial body for a whole one.
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	st := &reqState{}
+	out := r.WithContext(context.WithValue(r.Context(), ctxKey{}, st))
 	out.RequestURI = ""
 	body := &countReader{r: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		out.Body = body
 	}
-	cw := &countWriter{ResponseWriter: w}
 	p.rp.ServeHTTP(cw, out)
 	entry.Allowed = st.refused == nil
 	if st.refused != nil {
@@ -418,20 +452,7 @@ func (p *Proxy) splice(client, up net.Conn, pre []byte) (out, in int64) {
 	var outN, inN atomic.Int64
 	cp := func(dst, src net.Conn, n *atomic.Int64) {
 		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			_ = src.SetReadDeadline(time.Now().Add(p.idle))
-			k, err := src.Read(buf)
-			if k > 0 {
-				n.Add(int64(k))
-				if _, werr := dst.Write(buf[:k]); werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
+		p.copyUntilIdle(dst, src, n)
 		// Half-close so the other direction can finish, then let it end.
 		if tc, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = tc.CloseWrite()
@@ -446,6 +467,40 @@ func (p *Proxy) splice(client, up net.Conn, pre []byte) (out, in int64) {
 	client.Close()
 	up.Close()
 	return out + outN.Load(), inN.Load()
+}
+
+// spliceChunk is how much one turn of copyUntilIdle moves at most. Between two TCP
+// connections the kernel moves it (splice(2) through a pipe), never through this process's
+// memory; each turn renews the idle deadline.
+const spliceChunk = 4 << 20
+
+// copyUntilIdle copies src to dst until src ends, either side fails, or src sends nothing for
+// the idle timeout. A deadline cannot see the bytes a turn has moved so far, so a turn that
+// times out after moving some starts another: an idle tunnel ends between one and two idle
+// timeouts after its last byte.
+func (p *Proxy) copyUntilIdle(dst, src net.Conn, n *atomic.Int64) {
+	dst, src = bare(dst), bare(src)
+	for {
+		_ = src.SetReadDeadline(time.Now().Add(p.idle))
+		k, err := io.CopyN(dst, src, spliceChunk)
+		n.Add(k)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if k > 0 && errors.As(err, &ne) && ne.Timeout() {
+			continue
+		}
+		return
+	}
+}
+
+// bare is the connection c wraps, when it says (a counted listener's), else c.
+func bare(c net.Conn) net.Conn {
+	if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+		return w.NetConn()
+	}
+	return c
 }
 
 func (p *Proxy) track(cs ...net.Conn) bool {
@@ -477,6 +532,8 @@ func (p *Proxy) Close() {
 	}
 	p.mu.Unlock()
 	p.transport.CloseIdleConnections()
+	p.ups.close()
+	p.sweepOnce.Do(func() { close(p.stopSweep) })
 }
 
 // Tunnels returns how many connections are being spliced.
