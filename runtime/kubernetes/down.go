@@ -45,7 +45,9 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 		r.progress(ctx).Printf("namespace %s: already being deleted, waiting", t.ns)
 	}
 	var last *corev1.Namespace
-	err = poll(ctx, r.opts.DownTimeout, func(el time.Duration) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	err = pollOn(ctx, r.opts.DownTimeout, watchChanges(wctx, namespaceWatch(t)), func(el time.Duration) {
 		r.progress(ctx).Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
 	}, func() (bool, error) {
 		n, err := nss.Get(ctx, t.ns, metav1.GetOptions{})

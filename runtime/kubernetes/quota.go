@@ -268,7 +268,9 @@ func (r *Runtime) ensureCeilings(ctx context.Context, t *target, e *env) error {
 // waitQuota waits until the quota's status holds hard: the quota controller has counted the
 // namespace against it. Until then the API server refuses every pod in the namespace.
 func (r *Runtime) waitQuota(ctx context.Context, t *target, hard corev1.ResourceList) error {
-	return poll(ctx, quotaSettle, nil, func() (bool, error) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	return pollOn(ctx, quotaSettle, watchChanges(wctx, quotaWatch(t, CeilingsName)), nil, func() (bool, error) {
 		q, err := t.c.cs.CoreV1().ResourceQuotas(t.ns).Get(ctx, CeilingsName, metav1.GetOptions{})
 		if err != nil {
 			return false, apiError(t.c, "reading ResourceQuota "+CeilingsName, err)

@@ -28,15 +28,30 @@ const heartbeat = 5 * time.Second
 // report reads was written by check on this goroutine, so nothing races. A timeout returns
 // errTimeout; the caller turns it into the catalogue's words.
 func poll(parent context.Context, timeout time.Duration, report func(elapsed time.Duration), check func() (bool, error)) error {
+	return pollOn(parent, timeout, nil, report, check)
+}
+
+// pollOn is poll woken by ch: check runs at once when a watch sees a change, and every
+// safetyEvery besides while all of ch's watches are open; every pollEvery otherwise (ch nil,
+// or a watch not open).
+func pollOn(parent context.Context, timeout time.Duration, ch *changes, report func(elapsed time.Duration), check func() (bool, error)) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
-	start, beat := time.Now(), time.Now()
+	var wake chan struct{}
+	if ch != nil {
+		wake = ch.wake
+	}
+	start, beat, checked := time.Now(), time.Now(), time.Time{}
+	due := true
 	for {
-		done, err := check()
-		if err != nil || done {
-			return err
+		if due {
+			checked = time.Now()
+			done, err := check()
+			if err != nil || done {
+				return err
+			}
 		}
 		if report != nil && time.Since(beat) >= heartbeat {
 			beat = time.Now()
@@ -48,7 +63,10 @@ func poll(parent context.Context, timeout time.Duration, report func(elapsed tim
 				return parent.Err() // the caller gave up: not this wait's timeout
 			}
 			return errTimeout
+		case <-wake:
+			due = true
 		case <-t.C:
+			due = !ch.open() || time.Since(checked) >= safetyEvery
 		}
 	}
 }
@@ -66,7 +84,10 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 	var why string           // what the pods say now, shown with each heartbeat
 	var stuckSince time.Time // since when a quota refusal will not clear by waiting
 	var refused string       // the quota's refusal of the instances, when there is one
-	err := poll(ctx, timeout, func(el time.Duration) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := watchChanges(wctx, deploymentWatch(t, name), podsWatch(t, metav1.ListOptions{}))
+	err := pollOn(ctx, timeout, ch, func(el time.Duration) {
 		if why != "" {
 			r.progress(ctx).Printf("  %s: %d/%d ready (%s): %s", name, ready, want, el, why)
 			return
@@ -335,7 +356,9 @@ func (r *Runtime) waitPodStarted(ctx context.Context, t *target, name string, ti
 // waitPod waits until done says the probe pod is where it should be.
 func (r *Runtime) waitPod(ctx context.Context, t *target, name string, timeout time.Duration, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
 	var pod *corev1.Pod
-	err := poll(ctx, timeout, func(el time.Duration) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	err := pollOn(ctx, timeout, watchChanges(wctx, podsWatch(t, named(name))), func(el time.Duration) {
 		phase := corev1.PodPhase("unknown")
 		if pod != nil {
 			phase = pod.Status.Phase
@@ -380,7 +403,10 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	podSucceeded := false
 	var stuckSince time.Time // since when a quota refusal of its pod will not clear by waiting
 	var refused string       // the quota's refusal of its pod, when there is one
-	err := poll(ctx, timeout, func(el time.Duration) {
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ch := watchChanges(wctx, jobWatch(t, name), podsWatch(t, metav1.ListOptions{LabelSelector: "job-name=" + name}))
+	err := pollOn(ctx, timeout, ch, func(el time.Duration) {
 		r.progress(ctx).Printf("  migration of %s: running (%s)", service, el)
 	}, func() (bool, error) {
 		j, err := jobs.Get(ctx, name, metav1.GetOptions{})
