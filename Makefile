@@ -20,7 +20,7 @@ ROUNDS ?= 3
 FUZZFLAGS ?= -fuzzminimizetime 100x
 ACTIONLINT := github.com/rhysd/actionlint/cmd/actionlint@v1.7.12
 
-.PHONY: help build engine-image deps test unit integration conformance k8s-conformance lint generate check-generated bench bench-sidecar bench-app bench-up bench-publish fuzz fuzz-sidecar demo clean
+.PHONY: help build engine-image deps test unit integration conformance k8s-conformance lint generate check-generated bench bench-sidecar bench-app bench-up bench-handoff bench-publish fuzz fuzz-sidecar demo clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -99,6 +99,10 @@ bench-up: build ## af up/down of the example next to kubectl apply+wait of the s
 	  af=$$PWD/$(BIN)/af work=$$(mktemp -d); trap 'rm -rf "$$work"' EXIT; . hack/shop-images.sh >/dev/null; \
 	  AF_BENCH=1 AF_BENCH_IMAGES="web=$$web_image worker=$$worker_image" \
 	  $(GO) test -count=1 -timeout 60m -run '^TestBenchUpTable$$' -v ./internal/benchup/
+
+bench-handoff: ## the kubelet's handoff from a gate to the application: init container against native sidecar (local cluster; PODS, default 10)
+	@. hack/lib.sh; afcluster ensure -enforcer $(ENFORCER) >/dev/null; \
+	  AF_BENCH=1 $(GO) test -count=1 -timeout 20m -run '^TestBenchHandoffTable$$' -v ./internal/benchup/
 
 bench-publish: build ## a cold publish to the local registry by af next to crane push of the same image
 	@./hack/bench-publish.sh
