@@ -61,14 +61,7 @@ func TestBenchUpTable(t *testing.T) {
 	if os.Getenv("AF_BENCH") != "1" {
 		t.Skip("a benchmark on the local test cluster: make bench-up (AF_BENCH=1)")
 	}
-	runs := 3
-	if s := os.Getenv("RUNS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("RUNS must be a positive number, not %q", s)
-		}
-		runs = n
-	}
+	runs := countEnv(t, "RUNS", 3)
 	images, err := parseImages(os.Getenv("AF_BENCH_IMAGES"))
 	if err != nil {
 		t.Fatal(err)
@@ -526,5 +519,19 @@ func envOr(name, def string) string {
 }
 
 func msSince(t time.Time) int64 { return time.Since(t).Milliseconds() }
+
+// countEnv is the positive number the environment variable name holds, def when it is unset.
+func countEnv(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s must be a positive number, not %q", name, s)
+	}
+	return n
+}
 
 func ms(n int64) string { return strconv.FormatInt(n, 10) + "ms" }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,14 +34,7 @@ func TestBenchHandoffTable(t *testing.T) {
 	if os.Getenv("AF_BENCH") != "1" {
 		t.Skip("a benchmark on the local test cluster: make bench-handoff (AF_BENCH=1)")
 	}
-	pods := 10
-	if s := os.Getenv("PODS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("PODS must be a positive number, not %q", s)
-		}
-		pods = n
-	}
+	pods := countEnv(t, "PODS", 10)
 	ctx := t.Context()
 	h, err := testcluster.Open(ctx)
 	if err != nil {

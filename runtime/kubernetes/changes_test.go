@@ -40,24 +40,29 @@ func (f *fakeWatches) next(t *testing.T) *watch.FakeWatcher {
 	}
 }
 
+// watching starts a wait on a fake watch that ends when check says so, and returns the first
+// watch opened and the wait's result.
+func watching(t *testing.T, fw *fakeWatches, check func() (bool, error)) (*watch.FakeWatcher, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	ch := watchChanges(ctx, fw.open)
+	w := fw.next(t)
+	done := make(chan error, 1)
+	go func() { done <- pollOn(ctx, time.Minute, ch, nil, check) }()
+	return w, done
+}
+
 // TestPollOnChecksOnEventsNotTicks: with its watch open, a wait checks when the watch sees a
 // change (and once when the watch opens), not on every tick; an event ends the wait whose
 // check it satisfies.
 func TestPollOnChecksOnEventsNotTicks(t *testing.T) {
-	fw := newFakeWatches()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ch := watchChanges(ctx, fw.open)
-	w := fw.next(t)
 	var checks atomic.Int32
 	var ready atomic.Bool
-	done := make(chan error, 1)
-	go func() {
-		done <- pollOn(ctx, time.Minute, ch, nil, func() (bool, error) {
-			checks.Add(1)
-			return ready.Load(), nil
-		})
-	}()
+	w, done := watching(t, newFakeWatches(), func() (bool, error) {
+		checks.Add(1)
+		return ready.Load(), nil
+	})
 	// Nothing changes for a second: four ticks of pollEvery pass, no check is due (safetyEvery
 	// is 2 s); the first check and the one the watch's opening asks for are all.
 	time.Sleep(time.Second)
@@ -81,15 +86,8 @@ func TestPollOnChecksOnEventsNotTicks(t *testing.T) {
 // and when it opens again.
 func TestPollOnOpensAgainAndChecks(t *testing.T) {
 	fw := newFakeWatches()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	ch := watchChanges(ctx, fw.open)
-	first := fw.next(t)
 	var ready atomic.Bool
-	done := make(chan error, 1)
-	go func() {
-		done <- pollOn(ctx, time.Minute, ch, nil, func() (bool, error) { return ready.Load(), nil })
-	}()
+	first, done := watching(t, fw, func() (bool, error) { return ready.Load(), nil })
 	time.Sleep(300 * time.Millisecond)
 	ready.Store(true) // changed while no event says so
 	first.Stop()
