@@ -1,7 +1,6 @@
 package benchup
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -171,13 +170,8 @@ func firstLine(ctx context.Context, cs kubernetes.Interface, pod, container, tex
 	if err != nil {
 		return time.Time{}
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		ts, line, ok := strings.Cut(sc.Text(), " ")
-		if !ok || line != text {
-			continue
-		}
-		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+	for _, l := range lines(string(data)) {
+		if at, rest := stamp(l); !at.IsZero() && rest == text {
 			return at
 		}
 	}

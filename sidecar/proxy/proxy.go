@@ -242,8 +242,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		p.deny(w, http.StatusForbidden, "refused by the sidecar's guard: "+st.refused.Reason, "guard")
 		return
 	}
-	w.Header().Set("X-Af-Egress", "error")
-	http.Error(w, "af sidecar: upstream failed: "+err.Error(), http.StatusBadGateway)
+	p.badGateway(w, err)
 }
 
 func (p *Proxy) deny(w http.ResponseWriter, status int, why, rule string) {
