@@ -69,6 +69,8 @@ func TestParseRejectsInvalid(t *testing.T) {
 		{"cpu not a quantity", withWeb("    resources:\n      cpu: lots\n"), "services.web.resources.cpu", "AF-RUN-011", "not a Kubernetes quantity"},
 		{"cpu finer than 1m", withWeb("    resources:\n      cpu: \"1.0005\"\n"), "services.web.resources.cpu", "AF-RUN-011", "finer than 1m"},
 		{"memory too small", withWeb("    resources:\n      memory: 1Ki\n"), "services.web.resources.memory", "AF-RUN-011", "out of range"},
+		{"memory below the gate's", withWeb("    resources:\n      memory: 8Mi\n"), "services.web.resources.memory", "AF-RUN-011", "8Mi is out of range (16Mi to 256Gi; af's gate"},
+		{"ceiling below the gate's", base + "limits:\n  memory: 15Mi\n", "limits.memory", "AF-RUN-011", "15Mi is out of range (16Mi to 256Gi"},
 		{"unknown resource", withWeb("    resources:\n      gpu: 1\n"), "services.web.resources.gpu", "AF-RUN-011", "unknown field"},
 		{"schedule on a web service", withWeb("    schedule: \"@daily\"\n"), "services.web.schedule", "AF-RUN-011", "only read for kind cron"},
 		{"cron without schedule", base + "  job:\n    kind: cron\n    image: job:1\n", "services.job.schedule", "AF-RUN-011", "required for a cron service"},

@@ -31,7 +31,7 @@ type Manifest struct {
 type Limits struct {
 	Replicas int      `json:"replicas,omitempty" default:"3" min:"1" max:"20" doc:"The most instances of one service a pull request's environment runs."`
 	CPU      Quantity `json:"cpu,omitempty" default:"1" doc:"The most CPU one instance of a pull request's service may have (a Kubernetes quantity: 500m, 2). From 1m to 64."`
-	Memory   Quantity `json:"memory,omitempty" default:"1Gi" doc:"The most memory one instance of a pull request's service may have (a Kubernetes quantity: 512Mi, 2Gi). From 4Mi to 256Gi."`
+	Memory   Quantity `json:"memory,omitempty" default:"1Gi" doc:"The most memory one instance of a pull request's service may have (a Kubernetes quantity: 512Mi, 2Gi). From 16Mi (af's gate runs first in each pod, within its size) to 256Gi."`
 }
 
 // Runtime says where and how environments run.
@@ -74,7 +74,7 @@ type Build struct {
 // Resources is the size of one instance.
 type Resources struct {
 	CPU    Quantity `json:"cpu,omitempty" doc:"CPU as a Kubernetes quantity: 250m, 0.5, 2. From 1m to 64."`
-	Memory Quantity `json:"memory,omitempty" doc:"Memory as a Kubernetes quantity: 128Mi, 1Gi. From 4Mi to 256Gi."`
+	Memory Quantity `json:"memory,omitempty" doc:"Memory as a Kubernetes quantity: 128Mi, 1Gi. From 16Mi (af's gate runs first in each pod, within its size) to 256Gi."`
 }
 
 // Database is the environment's database.

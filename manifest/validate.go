@@ -35,9 +35,14 @@ var (
 	proxyNames = map[string]bool{"HTTP_PROXY": true, "HTTPS_PROXY": true, "NO_PROXY": true, "ALL_PROXY": true}
 	minCPU     = resource.MustParse("1m")
 	maxCPU     = resource.MustParse("64")
-	minMemory  = resource.MustParse("4Mi")
-	maxMemory  = resource.MustParse("256Gi")
+	// minMemory is what af's gate needs: it runs first in every service and migration pod,
+	// at the pod's size (docs/runtime.md, "What one environment is"), and a smaller limit kills it.
+	minMemory = resource.MustParse("16Mi")
+	maxMemory = resource.MustParse("256Gi")
 )
+
+// memoryRange says the range of a memory size and why it starts where it does.
+var memoryRange = minMemory.String() + " to " + maxMemory.String() + "; af's gate runs first in each pod within the pod's size, and needs " + minMemory.String()
 
 // validator checks what the types cannot say: names, cross-references, forms of strings.
 type validator struct {
@@ -89,7 +94,7 @@ func (v *validator) manifest(m *Manifest) {
 	v.egress(&m.Egress)
 	v.github(&m.GitHub)
 	v.quantity("limits.cpu", m.Limits.CPU, minCPU, maxCPU, "1m to 64")
-	v.quantity("limits.memory", m.Limits.Memory, minMemory, maxMemory, "4Mi to 256Gi")
+	v.quantity("limits.memory", m.Limits.Memory, minMemory, maxMemory, memoryRange)
 }
 
 func (v *validator) label(p, s string, max int) bool {
@@ -197,7 +202,7 @@ func (v *validator) service(m *Manifest, n string, s *Service) {
 	}
 	if s.Resources != nil {
 		v.quantity(p+".resources.cpu", s.Resources.CPU, minCPU, maxCPU, "1m to 64")
-		v.quantity(p+".resources.memory", s.Resources.Memory, minMemory, maxMemory, "4Mi to 256Gi")
+		v.quantity(p+".resources.memory", s.Resources.Memory, minMemory, maxMemory, memoryRange)
 		if s.Resources.CPU != "" {
 			if q, err := s.Resources.CPU.Value(); err == nil && q.Cmp(maxCPU) <= 0 && q.Cmp(minCPU) >= 0 && q.MilliValue()*1000000 != q.ScaledValue(resource.Nano) {
 				v.invalid(p+".resources.cpu", "%s is finer than 1m (a thousandth of a CPU)", s.Resources.CPU)

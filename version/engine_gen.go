@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: ghcr.io/antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "c5c4ed4f22a9a6b5"
+const EngineDigest = "6ea851af8674fe76"

@@ -81,7 +81,7 @@ func TestBenchUpTable(t *testing.T) {
 	fmt.Printf("%-4s %-8s %-9s %-8s %-9s %-9s | %-13s %-13s %-13s\n", "run", "af up", "sidecar", "probe", "services", "af down", "kubectl up", "same order", "kubectl down")
 	var (
 		ups, probes, downs, orders, kdowns, probeRounds, probeBeyond []int64
-		gates, replaced, plainReplaced                               []Pod
+		gates, replaced, plainReplaced, replacedEach, plainEach      []Pod
 		last                                                         afruntime.Result
 	)
 	for i := 1; i <= runs; i++ {
@@ -111,6 +111,8 @@ func TestBenchUpTable(t *testing.T) {
 		// Replacements: every service pod deleted at once, its replacement gated with the
 		// sidecar up and its hold released (what a pod start costs in a running environment).
 		replaced = append(replaced, b.replace(ctx, t, res.Namespace, afk8s.LabelWorkload+"="+afk8s.WorkloadService)...)
+		// And one at a time: a pod start that no other start on the node competes with.
+		replacedEach = append(replacedEach, b.replaceEach(ctx, t, res.Namespace, afk8s.LabelWorkload+"="+afk8s.WorkloadService)...)
 		t0 = time.Now()
 		b.af(ctx, t, "down", "-f", b.manifestPath, "--env", benchEnv, "-q")
 		down := msSince(t0)
@@ -123,6 +125,7 @@ func TestBenchUpTable(t *testing.T) {
 		kup := msSince(t0)
 		// The same replacements without af (no policies, no gate): the baseline of a pod start.
 		plainReplaced = append(plainReplaced, b.replace(ctx, t, plainNS, LabelApp)...)
+		plainEach = append(plainEach, b.replaceEach(ctx, t, plainNS, LabelApp)...)
 		t0 = time.Now()
 		b.kubectl(ctx, t, "", "delete", "namespace", plainNS, "--wait=true")
 		kdown := msSince(t0)
@@ -155,14 +158,11 @@ func TestBenchUpTable(t *testing.T) {
 		Num(Median(probeRounds)), Num(Median(probeBeyond)), Num(mp))
 	gateLine("during af up (beside the sidecar starting)", gates)
 	gateLine("per pod start (replacements in a running environment)", replaced)
+	gateLine("per pod start, one at a time", replacedEach)
 	// What af adds to a pod start: a replacement's delete to its application's first line, in
-	// af's environment and in the plain namespace.
-	if len(replaced) > 0 && len(plainReplaced) > 0 {
-		ga, pl := starts(replaced), starts(plainReplaced)
-		mg, mpl := Median(ga), Median(pl)
-		fmt.Printf("pod start, delete to the application's first line: with af median %sms over %d pods, plain median %sms over %d; af adds %sms (goal <= 2500 where the enforcer drops, <= 1500 where it rejects)\n",
-			Num(mg), len(ga), Num(mpl), len(pl), Num(mg-mpl))
-	}
+	// af's environment and in the plain namespace; every service pod at once, then each alone.
+	addsLine("pod start, delete to the application's first line", replaced, plainReplaced)
+	addsLine("pod start one at a time, delete to the application's first line", replacedEach, plainEach)
 	fmt.Printf("medians: af up %sms (probe %sms), kubectl same order %sms, af down %sms, namespace delete %sms\n", Num(mu), Num(mp), Num(mo), Num(md), Num(mk))
 	fmt.Printf("ratio af-up/kubectl-same-order = %.2f (af up less its probe phase; goal <= 1.00)\n", (mu-mp)/mo)
 	fmt.Printf("ratio af-up-whole/kubectl-same-order = %.2f (with the probe phase; goal <= 1.50)\n", mu/mo)
@@ -280,9 +280,46 @@ func (b *bench) wait(ctx context.Context, t *testing.T, ns, condition, kind stri
 	b.kubectl(ctx, t, "", args...)
 }
 
+// addsLine prints what af adds to a pod start: the median of delete to the application's first
+// line in af's environment less the same in the plain namespace.
+func addsLine(what string, withAf, plain []Pod) {
+	if len(withAf) == 0 || len(plain) == 0 {
+		return
+	}
+	ga, pl := starts(withAf), starts(plain)
+	mg, mpl := Median(ga), Median(pl)
+	fmt.Printf("%s: with af median %sms over %d pods, plain median %sms over %d; af adds %sms (goal <= 2500 where the enforcer drops, <= 1500 where it rejects)\n",
+		what, Num(mg), len(ga), Num(mpl), len(pl), Num(mg-mpl))
+}
+
 // replace deletes every pod of namespace ns that selector picks (all at once), waits for as
 // many replacements to be ready, and reads their gates, their starts timed from the delete.
 func (b *bench) replace(ctx context.Context, t *testing.T, ns, selector string) []Pod {
+	t.Helper()
+	return b.replaceWith(ctx, t, ns, selector, b.shape.Pods, "pods", "-l", selector)
+}
+
+// replaceEach deletes the pods of namespace ns that selector picks one after the other, each
+// once the one before it has been replaced, and reads each replacement as replace does.
+func (b *bench) replaceEach(ctx context.Context, t *testing.T, ns, selector string) []Pod {
+	t.Helper()
+	pods, err := b.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatalf("listing the pods of %s: %v", ns, err)
+	}
+	var out []Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue // one that replace deleted, still ending: its replacement is already up
+		}
+		out = append(out, b.replaceWith(ctx, t, ns, selector, 1, "pod/"+p.Name)...)
+	}
+	return out
+}
+
+// replaceWith deletes what target names (kubectl delete's arguments) in namespace ns, waits
+// for want new pods that selector picks to be ready, and reads them.
+func (b *bench) replaceWith(ctx context.Context, t *testing.T, ns, selector string, want int, target ...string) []Pod {
 	t.Helper()
 	list := func() []corev1.Pod {
 		pods, err := b.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -296,12 +333,12 @@ func (b *bench) replace(ctx context.Context, t *testing.T, ns, selector string) 
 		old[p.Name] = true
 	}
 	del := time.Now()
-	b.kubectl(ctx, t, "", "-n", ns, "delete", "pods", "-l", selector, "--wait=false")
+	b.kubectl(ctx, t, "", append(append([]string{"-n", ns, "delete"}, target...), "--wait=false")...)
 	b.wait(ctx, t, ns, "Available", "deploy", b.shape.DeploymentNames(), 120*time.Second)
 	var fresh []corev1.Pod
 	for range 100 {
 		fresh = slices.DeleteFunc(list(), func(p corev1.Pod) bool { return old[p.Name] })
-		if len(fresh) >= b.shape.Pods {
+		if len(fresh) >= want {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -46,11 +46,11 @@ func TestQuotaHard(t *testing.T) {
 			[5]string{"10", "16060m", "8272Mi", "18", "9472Mi"},
 		},
 		{
-			// Ceilings below af's defaults: the default request is the ceiling, the sidecar's
-			// CPU limit its request (50m).
-			"tiny ceilings", manifest.Limits{Replicas: 1, CPU: "5m", Memory: "8Mi"},
+			// Ceilings at or below af's defaults (memory at the manifest's floor): the default
+			// request is the ceiling, the sidecar's CPU limit its request (50m).
+			"tiny ceilings", manifest.Limits{Replicas: 1, CPU: "5m", Memory: "16Mi"},
 			map[string]*manifest.Service{"web": {}},
-			[5]string{"4", "65m", "88Mi", "65m", "280Mi"},
+			[5]string{"4", "65m", "112Mi", "65m", "304Mi"},
 		},
 		{
 			// R = 8: surge ceil(8/4) = 2.
@@ -93,7 +93,7 @@ func TestSurge(t *testing.T) {
 func TestCeilingsAdmitAfsContainers(t *testing.T) {
 	for _, limits := range []manifest.Limits{
 		{Replicas: 3, CPU: "1", Memory: "1Gi"},
-		{Replicas: 1, CPU: "1m", Memory: "4Mi"}, // the smallest the manifest allows
+		{Replicas: 1, CPU: "1m", Memory: "16Mi"}, // the smallest the manifest allows
 		{Replicas: 2, CPU: "100m", Memory: "128Mi"},
 	} {
 		e := testEnv()

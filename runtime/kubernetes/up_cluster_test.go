@@ -661,7 +661,8 @@ func firstJob(t *testing.T, f *fixture, ns string) string {
 // TestReplicasAndResources: replicas become instances, all ready before up returns; sizes
 // become equal requests and limits (Guaranteed), a dimension not named is in neither map af
 // sends, and the namespace's limit range gives it the ceiling (limits, default 1 CPU and 1Gi)
-// as its limit and a small request (10m, 16Mi).
+// as its limit and a small request (10m, 16Mi). "memory" is at the manifest's floor (16Mi): its
+// gate, the af binary, runs within that size before the application.
 func TestReplicasAndResources(t *testing.T) {
 	f := setup(t)
 	requireEnforcer(t, f.h)
@@ -670,7 +671,7 @@ func TestReplicasAndResources(t *testing.T) {
 	serve := manifest.Command{Exec: []string{"aftool", "serve", "-tcp", ":8080", "-udp", ""}}
 	m := small(t, map[string]*manifest.Service{
 		"sized":  {Port: 8080, Replicas: 3, Command: serve, Resources: &manifest.Resources{CPU: "50m", Memory: "32Mi"}},
-		"memory": {Port: 8080, Command: serve, Resources: &manifest.Resources{Memory: "48Mi"}},
+		"memory": {Port: 8080, Command: serve, Resources: &manifest.Resources{Memory: "16Mi"}},
 		"plain":  {Port: 8080, Command: serve},
 	})
 	ref := afruntime.Ref{ID: "sizes-test", Manifest: m}
@@ -717,7 +718,7 @@ func TestReplicasAndResources(t *testing.T) {
 			t.Errorf("pod %s QoS %s", p.Name, p.Status.QOSClass)
 		}
 	}
-	for name, want := range map[string]string{"memory": "limits=[memory=48Mi] requests=[memory=48Mi]", "plain": "limits=[] requests=[]"} {
+	for name, want := range map[string]string{"memory": "limits=[memory=16Mi] requests=[memory=16Mi]", "plain": "limits=[] requests=[]"} {
 		d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -732,7 +733,7 @@ func TestReplicasAndResources(t *testing.T) {
 	// What runs: the limit range fills in what af did not send, the gate as the application.
 	for name, want := range map[string]string{
 		"sized":  "limits=[cpu=50m memory=32Mi] requests=[cpu=50m memory=32Mi]",
-		"memory": "limits=[cpu=1 memory=48Mi] requests=[cpu=10m memory=48Mi]",
+		"memory": "limits=[cpu=1 memory=16Mi] requests=[cpu=10m memory=16Mi]",
 		"plain":  "limits=[cpu=1 memory=1Gi] requests=[cpu=10m memory=16Mi]",
 	} {
 		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=" + name + "," + LabelWorkload + "=" + WorkloadService})
@@ -752,7 +753,7 @@ func TestReplicasAndResources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"sized": "3/3 50m 32Mi", "memory": "1/1 1 48Mi", "plain": "1/1 1 1Gi"}
+	want := map[string]string{"sized": "3/3 50m 32Mi", "memory": "1/1 1 16Mi", "plain": "1/1 1 1Gi"}
 	for _, s := range st.Services {
 		if got := fmt.Sprintf("%d/%d %s %s", s.Ready, s.Desired, s.CPU, s.Memory); got != want[s.Name] {
 			t.Errorf("status %s: %q, want %q", s.Name, got, want[s.Name])

@@ -232,7 +232,7 @@ func (c *Cluster) restartKubeRouter(ctx context.Context) error {
 		return err
 	}
 	return c.waitFor(ctx, "kube-router's NodePort exemption for "+c.nodePortRange(), "kube-router", 2*time.Minute, func(ctx context.Context) error {
-		out, err := run(ctx, "iptables-save", "-t", "filter")
+		out, err := saveRules(ctx, "iptables-save", "filter")
 		if err != nil {
 			return err
 		}
@@ -270,7 +270,7 @@ func (c *Cluster) StartKubeRouter(ctx context.Context) error {
 // waitKubeRouterChains waits until kube-router's firewall chains are in iptables.
 func (c *Cluster) waitKubeRouterChains(ctx context.Context) error {
 	return c.waitFor(ctx, "kube-router's firewall chains", "kube-router", 2*time.Minute, func(ctx context.Context) error {
-		out, err := run(ctx, "iptables-save", "-t", "filter")
+		out, err := saveRules(ctx, "iptables-save", "filter")
 		if err != nil {
 			return err
 		}
@@ -278,7 +278,7 @@ func (c *Cluster) waitKubeRouterChains(ctx context.Context) error {
 			return fmt.Errorf("no KUBE-ROUTER-FORWARD chain yet")
 		}
 		if c.governsIPv6() {
-			out, err := run(ctx, "ip6tables-save", "-t", "filter")
+			out, err := saveRules(ctx, "ip6tables-save", "filter")
 			if err != nil {
 				return err
 			}

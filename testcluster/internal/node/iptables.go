@@ -30,7 +30,7 @@ func removeTableChains(ctx context.Context, fam, table string) error {
 // removeTableChainsOf removes the chains ours names in one table, and the rules elsewhere that
 // jump to them.
 func removeTableChainsOf(ctx context.Context, fam, table string, ours func(string) bool) error {
-	save, err := run(ctx, fam+"-save", "-t", table)
+	save, err := saveRules(ctx, fam+"-save", table)
 	if err != nil || !strings.Contains(save, "*"+table) {
 		return nil // the table does not exist
 	}

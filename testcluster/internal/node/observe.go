@@ -59,7 +59,7 @@ var exemption = regexp.MustCompile(`KUBE-ROUTER-INPUT .*--dports? (\d+:\d+)`)
 func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	var o Observed
 	o.KubeRouterProcess = c.running("kube-router")
-	rules, err := run(ctx, "iptables-save", "-t", "filter")
+	rules, err := saveRules(ctx, "iptables-save", "filter")
 	if err != nil {
 		return o, fmt.Errorf("reading iptables: %w", err)
 	}
@@ -79,7 +79,7 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	}
 	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
 	o.DualStack = strings.Contains(string(conf), `"::/0"`)
-	if rules6, err := run(ctx, "ip6tables-save", "-t", "filter"); err == nil {
+	if rules6, err := saveRules(ctx, "ip6tables-save", "filter"); err == nil {
 		o.KubeRouterIPv6 = o.KubeRouterProcess && c.processHasArg("kube-router", "--enable-ipv6=true") && strings.Contains(rules6, ":KUBE-ROUTER-FORWARD")
 		o.LinkLocalRule = strings.Contains(rules6, "-A INPUT -i "+layout.Bridge+" -j "+linkLocalChain) &&
 			strings.Contains(rules6, "-A FORWARD -i "+layout.Bridge+" -j "+linkLocalChain) &&
