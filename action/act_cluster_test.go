@@ -339,7 +339,7 @@ jobs:
 	repo := a.repository(t, "repo", files)
 	const tok = "ghs_act_token_0123456789abcdef"
 	gh := githubtest.New(t, tok)
-	gh.SetFile(strings.Repeat("b", 40), "af.yaml", files["af.yaml"])
+	gh.SetFile("main", "af.yaml", files["af.yaml"])
 	runAct := func(command, action, sha string) (string, error) {
 		t.Helper()
 		return a.run(t, gh, repo, ".github/workflows/preview.yml", "pull_request", githubtest.PullRequestEvent(t, action, "acme/shop", 21, sha, false),

@@ -49,7 +49,7 @@ func TestActionUnderActDocumented(t *testing.T) {
 	}
 	const tok = "ghs_act_documented_token_0123456789"
 	gh := githubtest.New(t, tok)
-	gh.SetFile(strings.Repeat("b", 40), "af.yaml", string(example))
+	gh.SetFile("main", "af.yaml", string(example))
 	secrets := map[string]string{"GITHUB_TOKEN": tok, "AF_KUBECONFIG": a.kubeconfig}
 	const ns = "af-env-shop-pr-51"
 	t.Cleanup(func() {

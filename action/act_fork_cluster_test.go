@@ -60,7 +60,7 @@ func TestActionUnderActForkPath(t *testing.T) {
 	const tok = "ghs_act_fork_token_0123456789"
 	gh := githubtest.New(t, tok)
 	baseSHA := strings.Repeat("b", 40)
-	gh.SetFile(baseSHA, "af.yaml", manifest)
+	gh.SetFile("main", "af.yaml", manifest)
 	gh.SetPull(31, "open", head, false)
 	gh.SetPullHead(31, "someone/shop", baseSHA)
 	gh.SetPermission("maint", "write")
@@ -130,7 +130,7 @@ func TestActionUnderActForkPath(t *testing.T) {
 
 	// 3. A maintainer approves this very commit: its build is deployed, under the base
 	// branch's settings.
-	gh.AddComment(31, "maint", "/af approve "+head[:12])
+	gh.AddComment(31, "maint", "/af approve "+head)
 	out, err = deploy()
 	if err != nil {
 		t.Fatalf("act, deploy after approval: %v\n%s", err, out)

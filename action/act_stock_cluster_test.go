@@ -79,7 +79,7 @@ jobs:
 	}
 	const tok = "ghs_act_stock_token_0123456789"
 	gh := githubtest.New(t, tok)
-	gh.SetFile(strings.Repeat("b", 40), "af.yaml", base)
+	gh.SetFile("main", "af.yaml", base)
 	secrets := map[string]string{"GITHUB_TOKEN": tok, "KUBECONFIG": a.kubeconfig}
 	runPR := func(name string, n int, manifest string) (string, error) {
 		repo := a.repository(t, name, map[string]string{"action.yml": string(ayml), "af.yaml": manifest, ".github/workflows/preview.yml": workflow})

@@ -173,7 +173,7 @@ func TestPullRequestLife(t *testing.T) {
 	gh := githubtest.New(t, token)
 	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-7")}
 	j := newJob(t, gh, rt, shop)
-	gh.SetFile(strings.Repeat("b", 40), "af.yaml", shop)
+	gh.SetFile("main", "af.yaml", shop)
 	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 7, sha1, false))
 
 	o, log := j.run()
@@ -403,7 +403,7 @@ func TestForks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			gh := githubtest.New(t, token)
 			m := strings.Replace(shop, "fork_policy: label", "fork_policy: "+tc.policy, 1)
-			gh.SetFile(strings.Repeat("b", 40), "af.yaml", m)
+			gh.SetFile("main", "af.yaml", m)
 			gh.SetLabels(11, tc.labels...)
 			rt := &runtimetest.Fake{UpResult: upResult("shop-pr-11")}
 			j := newJob(t, gh, rt, m)
@@ -469,7 +469,7 @@ func TestEgressWidening(t *testing.T) {
 	for _, approved := range []bool{false, true} {
 		t.Run(map[bool]string{false: "not approved", true: "approved"}[approved], func(t *testing.T) {
 			gh := githubtest.New(t, token)
-			gh.SetFile(strings.Repeat("b", 40), "af.yaml", shop)
+			gh.SetFile("main", "af.yaml", shop)
 			if approved {
 				gh.SetLabels(12, "af-preview")
 			}
@@ -637,7 +637,7 @@ func TestReportSwitches(t *testing.T) {
 	gh := githubtest.New(t, token)
 	off := strings.Replace(shop, "github:\n", "github:\n  comment: false\n  deployment: false\n", 1)
 	j := newJob(t, gh, &runtimetest.Fake{UpResult: upResult("shop-pr-18")}, off)
-	gh.SetFile(strings.Repeat("b", 40), "af.yaml", off)
+	gh.SetFile("main", "af.yaml", off)
 	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 18, sha1, false))
 	if o, log := j.run(); o.Exit != 0 {
 		t.Fatalf("exit %d: %v\n%s", o.Exit, o.Err, log)

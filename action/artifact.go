@@ -164,7 +164,7 @@ func (r *run) deployable(ctx context.Context) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.ev.PullRequest, r.ev.BaseSHA = a.PullRequest, pull.BaseSHA
+	r.ev.PullRequest = a.PullRequest
 	switch {
 	case !pull.Open:
 		return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d is closed: nothing is deployed", a.PullRequest)

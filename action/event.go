@@ -16,8 +16,10 @@ type Event struct {
 	PullRequest int
 	// HeadSHA is the pull request's head commit (never GITHUB_SHA, a merge commit).
 	HeadSHA string
-	BaseSHA string
-	BaseRef string
+	// DefaultBranch is the repository's default branch, as GitHub wrote it into the event: the
+	// operator's policy (fork_policy, base-only fields, limits) is read there at its current
+	// head, never at a base the pull request chose.
+	DefaultBranch string
 	// Fork says the head is another repository's.
 	Fork   bool
 	Labels []string
@@ -39,7 +41,10 @@ type WorkflowRun struct {
 }
 
 type payload struct {
-	Action      string `json:"action"`
+	Action     string `json:"action"`
+	Repository *struct {
+		DefaultBranch string `json:"default_branch"`
+	} `json:"repository"`
 	WorkflowRun *struct {
 		ID             int64  `json:"id"`
 		Event          string `json:"event"`
@@ -85,7 +90,7 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	switch ev.Name {
 	case "pull_request", "pull_request_target", "workflow_run":
 	case "workflow_dispatch":
-		ev.PullRequest, ev.HeadSHA, ev.BaseRef = dispatchPR, getenv("GITHUB_SHA"), strings.TrimPrefix(getenv("GITHUB_REF"), "refs/heads/")
+		ev.PullRequest, ev.HeadSHA = dispatchPR, getenv("GITHUB_SHA")
 		return ev, nil
 	case "":
 		return ev, failure.Newf(failure.EventUnsupported, "GITHUB_EVENT_NAME is not set: af action runs inside a GitHub Actions job")
@@ -98,6 +103,9 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 		return ev, failure.New(failure.EventUnsupported, "reading the event payload (GITHUB_EVENT_PATH "+path+")", err)
 	}
 	var p payload
+	if err := json.Unmarshal(b, &p); err == nil && p.Repository != nil {
+		ev.DefaultBranch = p.Repository.DefaultBranch
+	}
 	if ev.Name == "workflow_run" {
 		return workflowRun(ev, b)
 	}
@@ -112,7 +120,7 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	if ev.PullRequest == 0 {
 		ev.PullRequest = p.Number
 	}
-	ev.BaseSHA, ev.BaseRef, ev.Merged = pr.Base.SHA, pr.Base.Ref, pr.Merged
+	ev.Merged = pr.Merged
 	// A head repository that is gone (deleted fork) is a fork too.
 	ev.Fork = pr.Head.Repo == nil || !strings.EqualFold(pr.Head.Repo.FullName, pr.Base.Repo.FullName)
 	for _, l := range pr.Labels {

@@ -50,7 +50,7 @@ func TestForkBuildRunWritesTheArtifact(t *testing.T) {
 // build run's artifact downloaded (the pull request's af.yaml, web's image, the commit).
 func deployJob(t *testing.T, gh *githubtest.Server, built, event string, prText string) (*job, *runtimetest.Fake) {
 	t.Helper()
-	gh.SetFile(baseSHA, "af.yaml", baseShop)
+	gh.SetFile("main", "af.yaml", baseShop)
 	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-11")}
 	j := newJob(t, gh, rt, baseShop)
 	dir := filepath.Join(j.dir, "artifact")
@@ -82,9 +82,14 @@ func TestForkDeployRun(t *testing.T) {
 		deploys  bool
 		why      string
 	}{
-		{"approved by a maintainer", sha1, sha1, map[string]string{"maint": "/af approve " + sha1[:12]}, map[string]string{"maint": "write"}, true, ""},
+		{"approved by a maintainer", sha1, sha1, map[string]string{"maint": "/af approve " + sha1}, map[string]string{"maint": "write"}, true, ""},
 		{"not approved", sha1, sha1, nil, nil, false, "/af approve " + sha1},
 		{"approved by a reader", sha1, sha1, map[string]string{"drive-by": "/af approve " + sha1}, map[string]string{"drive-by": "read"}, false, "nobody with write access"},
+		// A fork can push a commit whose id starts with any 7 digits in minutes: only the full
+		// id approves.
+		{"a prefix of the head's id", sha1, sha1, map[string]string{"maint": "/af approve " + sha1[:12]}, map[string]string{"maint": "write"}, false, "nobody with write access"},
+		{"approval in a code block", sha1, sha1, map[string]string{"maint": "```\n/af approve " + sha1 + "\n```"}, map[string]string{"maint": "write"}, false, "nobody with write access"},
+		{"approval quoted in a reply", sha1, sha1, map[string]string{"maint": "> /af approve " + sha1}, map[string]string{"maint": "write"}, false, "nobody with write access"},
 		{"approval quoted, not on its own line", sha1, sha1, map[string]string{"maint": "please run `/af approve " + sha1 + "` once reviewed"}, map[string]string{"maint": "admin"}, false, "nobody with write access"},
 		// The race: the maintainer reviewed and approved commit 2, but a push made 1 the
 		// head; the build of 1 is deployed by nobody's approval.

@@ -1,6 +1,6 @@
 package action
 
-// A pull request is untrusted input: its af.yaml is held to the base branch's (package trust)
+// A pull request is untrusted input: its af.yaml is held to the default branch's (package trust)
 // before anything reads it, and the secrets a database URL may come from are the ones the
 // workflow hands over for that purpose.
 
@@ -25,14 +25,15 @@ func (r *run) fromPullRequest() bool {
 	return r.ev.PullRequest > 0 && r.ev.Name != "workflow_dispatch"
 }
 
-// trust holds the pull request's manifest to the base branch's: base-only fields the base
-// branch's, sizes within its limits. Each value left out is a warning and a line of the
-// comment.
+// trust holds the pull request's manifest to the operator's: the one on the repository's
+// default branch at its current head (base-only fields its, sizes within its limits). Never
+// the pull request's base: its author picks that branch, and may move it after an approval.
+// Each value left out is a warning and a line of the comment.
 func (r *run) trust(ctx context.Context) {
 	if !r.fromPullRequest() {
 		return
 	}
-	r.base = r.readBase(ctx)
+	r.base = r.readPolicy(ctx)
 	var ignored []trust.Ignored
 	r.man, ignored = trust.Apply(r.base, r.man)
 	for _, i := range ignored {
@@ -41,28 +42,30 @@ func (r *run) trust(ctx context.Context) {
 	}
 }
 
-// readBase reads the base branch's manifest: nil when it has none, when it cannot be read or
-// is invalid, each said in the log (the defaults then rule: no domain, no database, no
-// egress).
-func (r *run) readBase(ctx context.Context) *manifest.Manifest {
-	if r.ev.BaseSHA == "" {
-		r.gha.Warningf("the event names no base commit, so the base branch's %s is not read and its defaults rule this pull request", r.in.Manifest)
+// readPolicy reads the operator's manifest from the default branch: nil when it has none,
+// when it cannot be read or is invalid, each said in the log (the defaults then rule: no
+// domain, no database, no egress, forks only once approved).
+func (r *run) readPolicy(ctx context.Context) *manifest.Manifest {
+	branch := r.ev.DefaultBranch
+	if branch == "" {
+		r.gha.Warningf("the event names no default branch, so no %s is read for the operator's settings and their defaults rule this pull request (no domain, no database, no egress, forks only once approved)", r.in.Manifest)
 		return nil
 	}
-	b, ok, err := r.rep.File(ctx, r.in.Manifest, r.ev.BaseSHA)
+	b, ok, err := r.rep.File(ctx, r.in.Manifest, branch)
 	switch {
 	case err != nil:
-		r.gha.Warningf("the base branch's %s could not be read, so its defaults rule this pull request (no domain, no database, no egress): %s", r.in.Manifest, failure.Ensure(err).Error())
+		r.gha.Warningf("the default branch's (%s) %s could not be read, so its defaults rule this pull request (no domain, no database, no egress): %s", branch, r.in.Manifest, failure.Ensure(err).Error())
 		return nil
 	case !ok:
-		r.logf("the base branch has no %s: its defaults rule this pull request (no domain, no database, no egress)", r.in.Manifest)
+		r.logf("the default branch (%s) has no %s: its defaults rule this pull request (no domain, no database, no egress)", branch, r.in.Manifest)
 		return nil
 	}
 	res := manifest.Parse(b)
 	if !res.Valid() {
-		r.gha.Warningf("the base branch's %s is not valid, so its defaults rule this pull request: %s", r.in.Manifest, res.Err(r.in.Manifest))
+		r.gha.Warningf("the default branch's (%s) %s is not valid, so its defaults rule this pull request: %s", branch, r.in.Manifest, res.Err(r.in.Manifest))
 		return nil
 	}
+	r.logf("the operator's settings: %s on the default branch %s", r.in.Manifest, branch)
 	return res.Manifest
 }
 

@@ -34,7 +34,7 @@ var baseSHA = strings.Repeat("b", 40)
 func runPR(t *testing.T, prText string, tune func(j *job)) (*job, runtimetest.Call, string) {
 	t.Helper()
 	gh := githubtest.New(t, token)
-	gh.SetFile(baseSHA, "af.yaml", baseShop)
+	gh.SetFile("main", "af.yaml", baseShop)
 	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-7")}
 	j := newJob(t, gh, rt, prText)
 	if tune != nil {
@@ -156,7 +156,7 @@ func TestURLFromNeverReadsAfsSecrets(t *testing.T) {
 		t.Run("base branch names "+name, func(t *testing.T) {
 			gh := githubtest.New(t, token)
 			text := strings.Replace(baseShop, "url_from: PREVIEW_DATABASE_URL", "url_from: "+name, 1)
-			gh.SetFile(baseSHA, "af.yaml", text)
+			gh.SetFile("main", "af.yaml", text)
 			rt := &runtimetest.Fake{UpResult: upResult("shop-pr-7")}
 			j := newJob(t, gh, rt, text)
 			tune(j)
@@ -204,7 +204,7 @@ func TestRegistryCredentialsOnlyToTheInputRegistry(t *testing.T) {
 // shop-pr-7, acme/shop's gets an id with its owner, comes up, and is found by it afterwards.
 func TestSameNameOtherOwner(t *testing.T) {
 	gh := githubtest.New(t, token)
-	gh.SetFile(baseSHA, "af.yaml", shop)
+	gh.SetFile("main", "af.yaml", shop)
 	rt := &runtimetest.Fake{Taken: map[string]string{"shop-pr-7": "other/shop"}}
 	j := newJob(t, gh, rt, shop)
 	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 7, sha1, false))
@@ -230,5 +230,49 @@ func TestSameNameOtherOwner(t *testing.T) {
 	}
 	if len(downs) != 1 || downs[0] != "acme-shop-pr-7" {
 		t.Fatalf("down removed %v, want acme-shop-pr-7", downs)
+	}
+}
+
+// The operator's policy is the default branch's at its head, never the pull request's base:
+// its author picks the base, and can move it after an approval to a stale branch whose af.yaml
+// says fork_policy: always (or has none). Here the base commit says always and the default
+// branch says label: the fork, unlabelled, is not deployed, and its settings are main's.
+func TestPolicyFromTheDefaultBranch(t *testing.T) {
+	stale := strings.Replace(baseShop, "fork_policy: label", "fork_policy: always", 1)
+	stale = strings.Replace(stale, "domain: preview.acme.test", "domain: stale.acme.test", 1)
+	for _, labelled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "unapproved", true: "approved by the label"}[labelled], func(t *testing.T) {
+			gh := githubtest.New(t, token)
+			gh.SetFile(baseSHA, "af.yaml", stale) // the base commit the event names
+			gh.SetFile("stale", "af.yaml", stale) // and its branch
+			gh.SetFile("main", "af.yaml", baseShop)
+			var labels []string
+			if labelled {
+				labels = []string{"af-preview"}
+			}
+			gh.SetLabels(11, labels...)
+			rt := &runtimetest.Fake{UpResult: upResult("shop-pr-11")}
+			j := newJob(t, gh, rt, stale)
+			j.event("pull_request_target", githubtest.PullRequestEvent(t, "labeled", "acme/shop", 11, sha1, true, labels...))
+			o, log := j.run()
+			var up runtimetest.Call
+			for _, c := range rt.Calls() {
+				if c.Method == "Up" {
+					up = c
+				}
+			}
+			if !labelled {
+				if up.Method != "" || !errors.Is(o.Err, failure.ForkNotApproved) {
+					t.Fatalf("a fork ran under the base commit's fork_policy: always (err %v)\n%s", o.Err, log)
+				}
+				return
+			}
+			if up.Method == "" {
+				t.Fatalf("not brought up: %v\n%s", o.Err, log)
+			}
+			if d := up.Spec.Manifest.Runtime.Domain; d != "preview.acme.test" {
+				t.Fatalf("domain %q, want the default branch's preview.acme.test", d)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@
 #      tests, the gate behind 20 pod starts, af up of the example, and conformance, which the
 #      verdict reader must accept with 0 skipped; then with its holes open, together: af up
 #      refuses naming the link-local, node and API server routes, and the conformance negative
-#      control requires exactly those behaviours to fail by an escape.
+#      control requires exactly those behaviours to fail by an escape (one after the other).
 #   4. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
 #      the routes and runs no service image; so does the action under act, failing its check;
 #      and the conformance negative control, every behaviour that tries a route failing by an
@@ -124,13 +124,13 @@ bin/testrun step -phase knp-conformance -report bin/conformance-knp.jsonl -- \
 
 echo "== 3b. the same cluster with IPv6 left on in pods and pods' connections to the node not queued (its holes)"
 step knp-holes-open bin/afcluster holes open
-knp_holes_up() { gophase knp-holes-af-up-refused -run '^TestUpRefusedWithHoles$' ./runtime/kubernetes/; }
-knp_holes_conformance() {
-	bin/testrun step -phase knp-holes-conformance-negative -negative -report bin/conformance-knp-holes.jsonl -- \
-		env AF_CONFORMANCE_REPORT=bin/conformance-knp-holes.jsonl ./hack/conformance.sh --expect-refusal \
-		--escape egress/no-bypass-by-ipv6-link-local --escape egress/no-node-access --escape egress/no-api-server
-}
-together knp_holes_up knp_holes_conformance
+# One after the other, unlike kube-router's holes: the negative control requires every behaviour
+# but the named escapes to pass, and this enforcer decides each new connection in userspace;
+# beside af up's probe (2026-12-05, CI) two more behaviours failed than the escapes named.
+gophase knp-holes-af-up-refused -run '^TestUpRefusedWithHoles$' ./runtime/kubernetes/
+bin/testrun step -phase knp-holes-conformance-negative -negative -report bin/conformance-knp-holes.jsonl -- \
+	env AF_CONFORMANCE_REPORT=bin/conformance-knp-holes.jsonl ./hack/conformance.sh --expect-refusal \
+	--escape egress/no-bypass-by-ipv6-link-local --escape egress/no-node-access --escape egress/no-api-server
 
 echo "== 4. the same cluster without an enforcer (negative controls)"
 step cluster-up-no-enforcer bin/afcluster up -enforcer none

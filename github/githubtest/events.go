@@ -210,7 +210,7 @@ func PullRequestEvent(t testing.TB, action, repo string, n int, sha string, fork
 	ev := Event(t, "pull_request", action)
 	owner, name, _ := strings.Cut(repo, "/")
 	r, _ := ev["repository"].(map[string]any)
-	r["full_name"], r["name"] = repo, name
+	r["full_name"], r["name"], r["default_branch"] = repo, name, "main"
 	if o, ok := r["owner"].(map[string]any); ok {
 		o["login"] = owner
 	}
@@ -262,7 +262,7 @@ func WorkflowRunEvent(t testing.TB, repo string, id int64, n int, sha, headRepo,
 	ev := Event(t, "workflow_run", "completed")
 	_, name, _ := strings.Cut(repo, "/")
 	if r, ok := ev["repository"].(map[string]any); ok {
-		r["full_name"], r["name"] = repo, name
+		r["full_name"], r["name"], r["default_branch"] = repo, name, "main"
 	}
 	wr, _ := ev["workflow_run"].(map[string]any)
 	wr["id"], wr["event"], wr["conclusion"], wr["status"], wr["head_sha"] = id, "pull_request", conclusion, "completed", sha

@@ -225,6 +225,18 @@ func (s *Server) AddComment(issue int, login, body string) int64 {
 	return s.nextID
 }
 
+// EditComment changes comment id's text as its author editing it later would: GitHub moves
+// its updated_at.
+func (s *Server) EditComment(id int64, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.comments {
+		if c.ID == id {
+			c.Body, c.Updated = body, c.Updated.Add(time.Minute)
+		}
+	}
+}
+
 // CheckRuns returns the check runs, oldest first.
 func (s *Server) CheckRuns() []CheckRun {
 	s.mu.Lock()

@@ -16,7 +16,6 @@ type Pull struct {
 	Number  int
 	Open    bool
 	HeadSHA string
-	BaseSHA string
 	// HeadRepository is where the head commit lives (a fork's full name), "" when it is gone.
 	HeadRepository string
 }
@@ -27,68 +26,78 @@ func (r *Reporter) PullRequest(ctx context.Context, n int) (Pull, error) {
 	if err != nil {
 		return Pull{}, api.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
 	}
-	return Pull{Number: n, Open: p.GetState() == "open", HeadSHA: p.GetHead().GetSHA(), BaseSHA: p.GetBase().GetSHA(),
+	return Pull{Number: n, Open: p.GetState() == "open", HeadSHA: p.GetHead().GetSHA(),
 		HeadRepository: p.GetHead().GetRepo().GetFullName()}, nil
 }
 
-// approveCommand is a maintainer's approval of one commit: "/af approve <sha>" on a line of its
-// own (the full SHA or at least its first 7 hex digits).
-var approveCommand = regexp.MustCompile(`(?m)^\s*/af approve ([0-9a-fA-F]{7,40})\s*$`)
+// approveCommand is a maintainer's approval of one commit: the comment's whole text, less
+// white space around it, is "/af approve <sha>" with the full 40-digit commit id. Nothing else
+// counts: not a prefix (a fork can push a commit whose id starts with given digits in minutes
+// of computing), not the command inside other text, a quote, a code block, an HTML comment or
+// a details block (each of those is other text around it).
+var approveCommand = regexp.MustCompile(`^/af approve ([0-9a-fA-F]{40})$`)
 
-// Approval is who approved a commit, and where.
+// Approval is who approved a commit, and where: the comment's id binds what was deployed
+// under it (deployment payloads, package action).
 type Approval struct {
-	Login string
-	URL   string
+	Login     string
+	URL       string
+	CommentID int64
 }
 
 // CommitApproval finds a comment on pull request n that approves commit sha ("/af approve
-// <sha>") by someone with write access to the repository (permission admin, maintain or
-// write, read from GitHub now). ok is false when there is none: comments by others, or naming
-// another commit, approve nothing.
+// <sha>", the comment's whole text, never edited) by someone with write access to the
+// repository (permission admin, maintain or write, read from GitHub now). ok is false when
+// there is none: comments by others, naming another commit, edited since they were written
+// or holding anything else approve nothing. Of several approvals the newest counts.
 func (r *Reporter) CommitApproval(ctx context.Context, n int, sha string) (Approval, bool, error) {
 	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	checked := map[string]bool{}
+	can := map[string]bool{}
+	var found Approval
+	ok := false
 	for {
 		list, resp, err := r.Client.Issues.ListComments(ctx, r.Owner, r.Repo, n, opt)
 		if err != nil {
 			return Approval{}, false, api.Classify(fmt.Sprintf("listing the comments of pull request #%d", n), err)
 		}
 		for _, c := range list {
-			if !approves(c.GetBody(), sha) {
+			if !Approves(c, sha) {
 				continue
 			}
 			login := c.GetUser().GetLogin()
 			key := strings.ToLower(login)
-			if done, seen := checked[key]; seen {
-				if done {
-					return Approval{Login: login, URL: c.GetHTMLURL()}, true, nil
+			w, seen := can[key]
+			if !seen {
+				if w, err = r.CanWrite(ctx, login); err != nil {
+					return Approval{}, false, err
 				}
-				continue
+				can[key] = w
 			}
-			can, err := r.CanWrite(ctx, login)
-			if err != nil {
-				return Approval{}, false, err
-			}
-			checked[key] = can
-			if can {
-				return Approval{Login: login, URL: c.GetHTMLURL()}, true, nil
+			if w {
+				// Listed oldest first: a later approval replaces an earlier one.
+				found, ok = Approval{Login: login, URL: c.GetHTMLURL(), CommentID: c.GetID()}, true
 			}
 		}
 		if resp.NextPage == 0 {
-			return Approval{}, false, nil
+			return found, ok, nil
 		}
 		opt.Page = resp.NextPage
 	}
 }
 
-// approves says whether body holds "/af approve <prefix>" for a prefix of sha.
-func approves(body, sha string) bool {
-	for _, m := range approveCommand.FindAllStringSubmatch(body, -1) {
-		if strings.HasPrefix(strings.ToLower(sha), strings.ToLower(m[1])) {
-			return true
-		}
+// Approves says whether comment c approves commit sha: its whole text is "/af approve <sha>"
+// with the full commit id, and it was not edited after it was written (an edit could turn any
+// old comment of a maintainer's into an approval of a commit they never saw; GitHub moves
+// updated_at on an edit).
+func Approves(c *github.IssueComment, sha string) bool {
+	m := approveCommand.FindStringSubmatch(strings.TrimSpace(c.GetBody()))
+	if m == nil || !strings.EqualFold(m[1], sha) {
+		return false
 	}
-	return false
+	if created, updated := c.GetCreatedAt(), c.GetUpdatedAt(); !updated.IsZero() && !updated.Time.Equal(created.Time) {
+		return false
+	}
+	return true
 }
 
 // CanWrite says whether login may write to the repository (admin, maintain or write).
