@@ -74,6 +74,10 @@ type run struct {
 	// request's manifest the trust rules left out (package trust).
 	base    *manifest.Manifest
 	ignored []string
+	// approved says the operator's policy let a fork's pull request run (admit); approval is
+	// the maintainer's comment that did, on the fork path.
+	approved bool
+	approval report.Approval
 	// tars are the services' images the build run's artifact holds.
 	tars map[string]string
 	// blocked is what the sidecar refused while the environment started (its migrations and
@@ -150,11 +154,25 @@ func (r *run) main(ctx context.Context) error {
 			return err
 		}
 	}
+	if r.fromPullRequest() {
+		// The operator's policy first, from the default branch; a fork is admitted by it, or
+		// not, before any file of the pull request is read: an unapproved fork is told how to
+		// be approved, and nothing quotes what it wrote.
+		r.base = r.readPolicy(ctx)
+		if r.in.Command == "up" {
+			if err := r.admit(ctx); err != nil {
+				if errors.Is(err, failure.ForkNotApproved) {
+					r.notAdmitted(ctx, err)
+				}
+				return err
+			}
+		}
+	}
 	if err := r.loadManifest(); err != nil {
 		r.prReport().invalid(ctx, err)
 		return err
 	}
-	r.trust(ctx)
+	r.trust()
 	if err := r.writeKubeconfig(); err != nil {
 		return err
 	}
@@ -178,20 +196,7 @@ func (r *run) up(ctx context.Context) error {
 	}
 	facts := &report.Facts{Environment: ref.ID, Repository: r.repo, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, RunURL: report.RunURL(r.d.Getenv), At: start}
 	pr := r.prReport()
-	leftOut, err := r.approval(ctx)
-	if errors.Is(err, failure.ForkNotApproved) {
-		facts.State, facts.Reason = report.Skipped, failure.Ensure(err).Detail+"."
-		if r.ev.Name != "workflow_run" {
-			facts.Reason += " A maintainer who has read the change adds the approval label; each new push needs it again."
-		}
-		pr.skipped(ctx, facts)
-		r.summary(facts)
-		return err
-	}
-	if err != nil {
-		return err
-	}
-	facts.LeftOut, facts.Ignored = leftOut, r.ignored
+	facts.LeftOut, facts.Ignored = r.egress(ctx), r.ignored
 	pr.started(ctx, facts)
 	res, upErr := r.bringUp(ctx, ref)
 	// A run that timed out or was cancelled still finishes its reports, on a context of their own.
@@ -207,6 +212,21 @@ func (r *run) up(ctx context.Context) error {
 	r.summary(facts)
 	r.outputs(facts)
 	return upErr
+}
+
+// notAdmitted tells the pull request that it was not admitted and how to be: a neutral check
+// run, the comment and the step summary, from the event and the policy alone.
+func (r *run) notAdmitted(ctx context.Context, err error) {
+	facts := &report.Facts{State: report.Skipped, Repository: r.repo, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, RunURL: report.RunURL(r.d.Getenv), At: r.now(),
+		Reason: failure.Ensure(err).Detail + "."}
+	if ref, rerr := r.ref(); rerr == nil {
+		facts.Environment = ref.ID
+	}
+	if r.ev.Name != "workflow_run" {
+		facts.Reason += " A maintainer who has read the change adds the approval label; each new push needs it again."
+	}
+	r.prReport().skipped(ctx, facts)
+	r.summary(facts)
 }
 
 // bringUp publishes the images and brings the environment up: what af up does.

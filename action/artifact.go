@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/report"
@@ -117,21 +118,91 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
-// readArtifact reads and checks the artifact the deploy job downloaded.
+// What the deploy job reads of an artifact at the most (docs/github.md): its description, its
+// af.yaml (manifest.MaxSize) and each image archive.
+const (
+	MaxArtifactMeta  = 64 << 10
+	MaxArtifactImage = 8 << 30
+)
+
+// artifactFile opens name (slash-separated, inside the artifact directory) as data: never
+// through a link, at any step of its path or the directory's own, only a regular file, and
+// refused when it is larger than limit bytes. Nothing outside the directory can be read
+// through it (os.Root), whatever the fork put in its artifact.
+func (r *run) artifactFile(name string, limit int64) (*os.File, error) {
+	bad := func(format string, args ...any) error {
+		return failure.Newf(failure.ActionInputInvalid, "input artifact: %s", fmt.Sprintf(format, args...))
+	}
+	dir := r.artifactDir()
+	if st, err := os.Lstat(dir); err != nil {
+		return nil, bad("%s cannot be read (%v): download the build run's artifact into it first (actions/download-artifact with run-id)", r.in.Artifact, err)
+	} else if !st.IsDir() {
+		return nil, bad("%s is not a directory (%s)", r.in.Artifact, st.Mode().Type())
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, bad("%s cannot be opened: %v", r.in.Artifact, err)
+	}
+	defer root.Close()
+	parts := strings.Split(name, "/")
+	for i := range parts {
+		p := strings.Join(parts[:i+1], "/")
+		st, err := root.Lstat(p)
+		if err != nil {
+			return nil, bad("%s holds no %s (%v)", r.in.Artifact, p, err)
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return nil, bad("%s in %s is a link: an artifact is data and af follows no link in it", p, r.in.Artifact)
+		}
+		if i < len(parts)-1 && !st.IsDir() {
+			return nil, bad("%s in %s is not a directory", p, r.in.Artifact)
+		}
+	}
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, bad("%s in %s cannot be opened: %v", name, r.in.Artifact, err)
+	}
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, bad("%s in %s: %v", name, r.in.Artifact, err)
+	case !st.Mode().IsRegular():
+		f.Close()
+		return nil, bad("%s in %s is not a regular file (%s)", name, r.in.Artifact, st.Mode().Type())
+	case st.Size() > limit:
+		f.Close()
+		return nil, bad("%s in %s is %d bytes; af reads at most %d of it", name, r.in.Artifact, st.Size(), limit)
+	}
+	return f, nil
+}
+
+// readArtifact reads and checks the description of the artifact the deploy job downloaded.
 func (r *run) readArtifact() (Artifact, error) {
 	var a Artifact
 	bad := func(format string, args ...any) error {
 		return failure.Newf(failure.ActionInputInvalid, "input artifact: %s", fmt.Sprintf(format, args...))
 	}
-	b, err := os.ReadFile(filepath.Join(r.artifactDir(), ArtifactMeta))
+	f, err := r.artifactFile(ArtifactMeta, MaxArtifactMeta)
 	if err != nil {
-		return a, bad("%s holds no %s (%v): download the build run's artifact into it first (actions/download-artifact with run-id)", r.in.Artifact, ArtifactMeta, err)
+		return a, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxArtifactMeta+1))
+	if err != nil {
+		return a, bad("%s: %v", ArtifactMeta, err)
+	}
+	if len(b) > MaxArtifactMeta {
+		return a, bad("%s is larger than %d bytes", ArtifactMeta, MaxArtifactMeta)
 	}
 	if err := json.Unmarshal(b, &a); err != nil {
 		return a, bad("%s: %v", ArtifactMeta, err)
 	}
 	if !shaForm.MatchString(a.HeadSHA) || a.PullRequest < 1 {
 		return a, bad("%s names no pull request or no commit", ArtifactMeta)
+	}
+	if a.Repository == "" {
+		return a, bad("%s names no repository: af deploys only a build that says which repository's pull request it is", ArtifactMeta)
 	}
 	for _, svc := range a.Images {
 		if !serviceForm.MatchString(svc) {
@@ -156,7 +227,10 @@ func (r *run) deployable(ctx context.Context) (map[string]string, error) {
 	if r.ev.Run.Conclusion != "" && r.ev.Run.Conclusion != "success" {
 		return nil, failure.Newf(failure.ForkNotApproved, "the build run ended %s: nothing to deploy", r.ev.Run.Conclusion)
 	}
-	if a.HeadSHA != r.ev.HeadSHA || (r.ev.PullRequest != 0 && r.ev.PullRequest != a.PullRequest) || (a.Repository != "" && a.Repository != r.repo) {
+	if r.ev.Run.HeadRepository == "" {
+		return nil, failure.Newf(failure.ActionInputInvalid, "input artifact: the workflow_run event names no head repository, so the build cannot be matched to a pull request's head: nothing is deployed")
+	}
+	if a.HeadSHA != r.ev.HeadSHA || (r.ev.PullRequest != 0 && r.ev.PullRequest != a.PullRequest) || !strings.EqualFold(a.Repository, r.repo) {
 		return nil, failure.Newf(failure.ActionInputInvalid, "input artifact: it was built for %s #%d at %s, but the run it comes from is for %s at %s: download the artifact of this event's run (run-id: ${{ github.event.workflow_run.id }})",
 			a.Repository, a.PullRequest, a.HeadSHA, r.repo, r.ev.HeadSHA)
 	}
@@ -170,16 +244,17 @@ func (r *run) deployable(ctx context.Context) (map[string]string, error) {
 		return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d is closed: nothing is deployed", a.PullRequest)
 	case pull.HeadSHA != a.HeadSHA:
 		return nil, failure.Newf(failure.ForkNotApproved, "pull request #%d's head is now %s, not %s, the commit this artifact was built from: it deploys nothing (the run for the new head builds that)", a.PullRequest, pull.HeadSHA, a.HeadSHA)
-	case r.ev.Run.HeadRepository != "" && pull.HeadRepository != r.ev.Run.HeadRepository:
+	case !strings.EqualFold(pull.HeadRepository, r.ev.Run.HeadRepository):
 		return nil, failure.Newf(failure.ActionInputInvalid, "input artifact: the build ran on %s, but pull request #%d's head is on %s", r.ev.Run.HeadRepository, a.PullRequest, pull.HeadRepository)
 	}
 	tars := map[string]string{}
 	for _, svc := range a.Images {
-		p := filepath.Join(r.artifactDir(), "images", svc+".tar")
-		if _, err := os.Stat(p); err != nil {
-			return nil, failure.Newf(failure.ActionInputInvalid, "input artifact: %s names %s's image, which is not in it (%v)", ArtifactMeta, svc, err)
+		f, err := r.artifactFile("images/"+svc+".tar", MaxArtifactImage)
+		if err != nil {
+			return nil, err
 		}
-		tars[svc] = p
+		f.Close()
+		tars[svc] = filepath.Join(r.artifactDir(), "images", svc+".tar")
 	}
 	r.logf("deploying the build of pull request #%d at %s (run %d), checked against GitHub: open, head unchanged", a.PullRequest, a.HeadSHA, r.ev.Run.ID)
 	return tars, nil
@@ -191,10 +266,5 @@ func (r *run) approvedCommit(ctx context.Context) (report.Approval, bool, error)
 	return r.rep.CommitApproval(ctx, r.ev.PullRequest, r.ev.HeadSHA)
 }
 
-// manifestPath is the af.yaml this run reads: the artifact's when it deploys one.
-func (r *run) manifestPath() string {
-	if r.in.Artifact != "" && r.in.Command == "up" {
-		return filepath.Join(r.artifactDir(), "af.yaml")
-	}
-	return filepath.Join(r.workspace(), r.in.Manifest)
-}
+// fromArtifact says whether this run deploys a build run's artifact.
+func (r *run) fromArtifact() bool { return r.in.Artifact != "" && r.in.Command == "up" }

@@ -3,6 +3,7 @@ package action_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +152,131 @@ func TestForkDeployRefusesAnotherRunsArtifact(t *testing.T) {
 	o, log := j.run()
 	if !errors.Is(o.Err, failure.ActionInputInvalid) || len(acts(rt)) != 0 {
 		t.Fatalf("err %v, runtime calls %v\n%s", o.Err, acts(rt), log)
+	}
+}
+
+// The artifact is the fork's data: nothing in it is followed out of it, nothing in it is read
+// past its bound, and a description that names no repository, or an event that names no head
+// repository, deploys nothing. Approved throughout, so only the artifact decides; what lies
+// outside it never reaches the log, the check or the comment.
+func TestForkArtifactIsData(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	const secret = "name: operator-secret-9f1c"
+	if err := os.WriteFile(outside, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meta := func(a action.Artifact) string { b, _ := json.Marshal(a); return string(b) }
+	good := action.Artifact{Repository: "acme/shop", PullRequest: 11, HeadSHA: sha1, Images: []string{"web"}}
+	cases := []struct {
+		name     string
+		tune     func(t *testing.T, dir string)
+		headRepo string
+		why      string
+	}{
+		{"af.yaml is a link out of the artifact", func(t *testing.T, dir string) { relink(t, outside, filepath.Join(dir, "af.yaml")) }, "", "af.yaml in artifact is a link"},
+		{"af-artifact.json is a link", func(t *testing.T, dir string) {
+			write(t, outside, meta(good))
+			relink(t, outside, filepath.Join(dir, action.ArtifactMeta))
+		}, "", "af-artifact.json in artifact is a link"},
+		{"images is a link to a directory", func(t *testing.T, dir string) {
+			other := t.TempDir()
+			write(t, filepath.Join(other, "web.tar"), "an image archive elsewhere")
+			if err := os.RemoveAll(filepath.Join(dir, "images")); err != nil {
+				t.Fatal(err)
+			}
+			relink(t, other, filepath.Join(dir, "images"))
+		}, "", "images in artifact is a link"},
+		{"an image is a link", func(t *testing.T, dir string) { relink(t, outside, filepath.Join(dir, "images", "web.tar")) }, "", "images/web.tar in artifact is a link"},
+		{"af.yaml is a directory", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, "af.yaml"))
+			if err := os.Mkdir(filepath.Join(dir, "af.yaml"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "", "af.yaml in artifact is not a regular file"},
+		{"af-artifact.json too large", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, action.ArtifactMeta), meta(good)+strings.Repeat(" ", action.MaxArtifactMeta))
+		}, "", "af reads at most 65536"},
+		{"af.yaml too large", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, "af.yaml"), baseShop+"#"+strings.Repeat("x", 1<<20)+"\n")
+		}, "", "af reads at most 1048576"},
+		{"no repository named", func(t *testing.T, dir string) {
+			a := good
+			a.Repository = ""
+			write(t, filepath.Join(dir, action.ArtifactMeta), meta(a))
+		}, "", "names no repository"},
+		{"the event names no head repository", nil, "-", "names no head repository"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gh := githubtest.New(t, token)
+			gh.SetPull(11, "open", sha1, false)
+			gh.SetPullHead(11, "someone/shop", baseSHA)
+			gh.AddComment(11, "maint", "/af approve "+sha1)
+			gh.SetPermission("maint", "write")
+			j, rt := deployJob(t, gh, sha1, sha1, baseShop)
+			if c.tune != nil {
+				c.tune(t, filepath.Join(j.dir, "artifact"))
+			}
+			if c.headRepo == "-" {
+				j.event("workflow_run", githubtest.WorkflowRunEvent(t, "acme/shop", 4242, 11, sha1, "", "success"))
+			}
+			o, log := j.run()
+			if !errors.Is(o.Err, failure.ActionInputInvalid) || !strings.Contains(o.Err.Error(), c.why) {
+				t.Fatalf("err %v, want %s saying %q\n%s", o.Err, failure.ActionInputInvalid.Code, c.why, log)
+			}
+			if len(acts(rt)) != 0 || j.rtMade != 0 {
+				t.Fatalf("the runtime was used: %v", acts(rt))
+			}
+			shown := log
+			for _, cm := range gh.Comments(11) {
+				shown += cm.Body
+			}
+			for _, cr := range gh.CheckRuns() {
+				shown += cr.Summary + cr.Text + fmt.Sprint(cr.Annotations)
+			}
+			if strings.Contains(shown, "operator-secret-9f1c") {
+				t.Fatalf("a file outside the artifact was read and shown:\n%s", shown)
+			}
+		})
+	}
+}
+
+// An unapproved fork with an invalid af.yaml gets what every unapproved fork gets: the neutral
+// check and the request for an approval. Its af.yaml is not read, so nothing quotes it.
+func TestUnapprovedForkGetsNothingOfItsOwn(t *testing.T) {
+	gh := githubtest.New(t, token)
+	gh.SetPull(11, "open", sha1, false)
+	gh.SetPullHead(11, "someone/shop", baseSHA)
+	const text = "name: shop\nservices:\n  web: {image: x, port: 99999}\nquoted-by-af-7c1e: [\n"
+	j, rt := deployJob(t, gh, sha1, sha1, text)
+	o, log := j.run()
+	if o.Exit != 0 || !errors.Is(o.Err, failure.ForkNotApproved) || len(acts(rt)) != 0 {
+		t.Fatalf("exit %d err %v runtime %v\n%s", o.Exit, o.Err, acts(rt), log)
+	}
+	cs := gh.CheckRuns()
+	if len(cs) != 1 || cs[0].Conclusion != "neutral" || len(cs[0].Annotations) != 0 {
+		t.Fatalf("check runs %+v, want one neutral without annotations", cs)
+	}
+	cm := gh.Comments(11)
+	if len(cm) != 1 || !strings.Contains(strings.ReplaceAll(cm[0].Body, "\\", ""), "/af approve "+sha1) || !strings.Contains(cm[0].Body, "re-run") {
+		t.Fatalf("comments %+v, want one asking for /af approve of the full id and a re-run", cm)
+	}
+	if shown := log + cm[0].Body + cs[0].Summary + cs[0].Text; strings.Contains(shown, "quoted-by-af") || strings.Contains(shown, "99999") {
+		t.Fatalf("the fork's af.yaml was quoted:\n%s", shown)
+	}
+}
+
+func relink(t *testing.T, target, link string) {
+	t.Helper()
+	os.Remove(link)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -37,8 +37,11 @@ type prReport struct {
 
 func (r *run) prReport() *prReport {
 	p := &prReport{r: r}
-	if r.man != nil {
+	switch {
+	case r.man != nil:
 		p.gh = r.man.GitHub
+	case r.base != nil: // a fork not admitted: the operator's settings, none of the pull request's
+		p.gh = r.base.GitHub
 	}
 	return p
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/antifailure/af/envid"
@@ -59,8 +60,21 @@ func (r *run) workspace() string {
 	return "."
 }
 
+// loadManifest reads the run's af.yaml: the workspace's, or the artifact's when it deploys one
+// (as data: no link followed, at most manifest.MaxSize).
 func (r *run) loadManifest() error {
-	res, err := manifest.Load(r.manifestPath(), nil)
+	var res *manifest.Result
+	var err error
+	if r.fromArtifact() {
+		f, ferr := r.artifactFile("af.yaml", manifest.MaxSize)
+		if ferr != nil {
+			return ferr
+		}
+		defer f.Close()
+		res, err = manifest.Load("-", f)
+	} else {
+		res, err = manifest.Load(filepath.Join(r.workspace(), r.in.Manifest), nil)
+	}
 	if err != nil {
 		return err
 	}

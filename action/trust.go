@@ -25,15 +25,14 @@ func (r *run) fromPullRequest() bool {
 	return r.ev.PullRequest > 0 && r.ev.Name != "workflow_dispatch"
 }
 
-// trust holds the pull request's manifest to the operator's: the one on the repository's
-// default branch at its current head (base-only fields its, sizes within its limits). Never
+// trust holds the pull request's manifest to the operator's (r.base, readPolicy): the one on
+// the repository's default branch at its current head (base-only fields its, sizes within its limits). Never
 // the pull request's base: its author picks that branch, and may move it after an approval.
 // Each value left out is a warning and a line of the comment.
-func (r *run) trust(ctx context.Context) {
+func (r *run) trust() {
 	if !r.fromPullRequest() {
 		return
 	}
-	r.base = r.readPolicy(ctx)
 	var ignored []trust.Ignored
 	r.man, ignored = trust.Apply(r.base, r.man)
 	for _, i := range ignored {

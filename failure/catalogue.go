@@ -325,14 +325,15 @@ var (
 		Code:  "AF-GH-005",
 		Title: "fork pull request not approved",
 		Exit:  ExitRefused,
-		Means: "The pull request comes from a fork and the base branch's github.fork_policy does not " +
+		Means: "The pull request comes from a fork and the default branch's github.fork_policy does not " +
 			"let this commit run now: never; or label, and no maintainer approved this very commit; " +
 			"or the pull request moved on (closed, or a newer head) since the build this run would " +
 			"deploy; or this is the fork's own pull_request run, which holds no secrets. Nothing ran " +
 			"with this repository's secrets and the check is neutral: the action does not fail the " +
 			"step for it.",
-		Do: "A maintainer who has read the change comments `/af approve <head sha>` on the pull " +
-			"request (someone with write access; on a line of its own) and re-runs the deploy " +
+		Do: "A maintainer who has read the change comments `/af approve <full head sha>` on the pull " +
+			"request (someone with write access; the comment's whole text, the full 40-digit commit " +
+			"id, not edited afterwards) and re-runs the deploy " +
 			"workflow's run for that commit (docs/github.md, pull requests from forks). A new push " +
 			"needs a new approval, naming the new commit.",
 	}

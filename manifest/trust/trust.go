@@ -1,8 +1,8 @@
 // Package trust decides what of a pull request's af.yaml af takes. A pull request is untrusted
 // input: it may change its services (images, builds, commands, env, dependencies), but where
 // and how environments run, what they report, which database and secrets they get and the
-// ceilings of their size are the operator's, read from the base branch's af.yaml only. Egress
-// is the base branch's too unless a maintainer approves the widening (package action decides
+// ceilings of their size are the operator's, read from the default branch's af.yaml only. Egress
+// is the default branch's too unless a maintainer approves the widening (package action decides
 // that). Apply is the one place these rules are enforced; docs/github.md has the table.
 package trust
 
@@ -27,7 +27,7 @@ func (i Ignored) String() string { return i.Path + ": " + i.Why }
 
 // Apply returns the manifest a pull request's environment runs: pr's services within base's
 // ceilings, and every base-only field (name, runtime, database, github, limits) base's, and
-// what of pr it did not take, sorted by path. base nil (the base branch has no af.yaml, or it
+// what of pr it did not take, sorted by path. base nil (the default branch has no af.yaml, or it
 // could not be read) means the defaults, with the kubernetes runtime and pr's name. Egress is
 // left as pr has it: the approval decides it. Neither argument is changed.
 func Apply(base, pr *manifest.Manifest) (*manifest.Manifest, []Ignored) {
@@ -49,17 +49,17 @@ func Apply(base, pr *manifest.Manifest) (*manifest.Manifest, []Ignored) {
 		out.Services[name] = &c
 		p := "services." + name
 		if c.Replicas > base.Limits.Replicas {
-			ignored = append(ignored, Ignored{p + ".replicas", fmt.Sprintf("%d asked; %d run, the base branch's limits.replicas", c.Replicas, base.Limits.Replicas)})
+			ignored = append(ignored, Ignored{p + ".replicas", fmt.Sprintf("%d asked; %d run, the default branch's limits.replicas", c.Replicas, base.Limits.Replicas)})
 			c.Replicas = base.Limits.Replicas
 		}
 		if c.Resources != nil {
 			r := *c.Resources
 			c.Resources = &r
 			if cut(&r.CPU, base.Limits.CPU) {
-				ignored = append(ignored, Ignored{p + ".resources.cpu", fmt.Sprintf("%s asked; %s given, the base branch's limits.cpu", s.Resources.CPU, r.CPU)})
+				ignored = append(ignored, Ignored{p + ".resources.cpu", fmt.Sprintf("%s asked; %s given, the default branch's limits.cpu", s.Resources.CPU, r.CPU)})
 			}
 			if cut(&r.Memory, base.Limits.Memory) {
-				ignored = append(ignored, Ignored{p + ".resources.memory", fmt.Sprintf("%s asked; %s given, the base branch's limits.memory", s.Resources.Memory, r.Memory)})
+				ignored = append(ignored, Ignored{p + ".resources.memory", fmt.Sprintf("%s asked; %s given, the default branch's limits.memory", s.Resources.Memory, r.Memory)})
 			}
 		}
 	}
@@ -67,7 +67,7 @@ func Apply(base, pr *manifest.Manifest) (*manifest.Manifest, []Ignored) {
 	return &out, ignored
 }
 
-// Defaults is what a base branch without af.yaml sets: every base-only field's default, the
+// Defaults is what a default branch without af.yaml sets: every base-only field's default, the
 // kubernetes runtime, no domain (so no preview URLs), no database, and name.
 func Defaults(name string) *manifest.Manifest {
 	m := &manifest.Manifest{Name: name, Runtime: manifest.Defaulted[manifest.Runtime](), GitHub: manifest.Defaulted[manifest.GitHub](),
@@ -107,7 +107,7 @@ var baseOnly = []field{
 }
 
 // fromPullRequest are the top-level fields taken from the pull request: its services (held to
-// the limits) and its egress (held to the base branch's unless approved, by package action).
+// the limits) and its egress (held to the default branch's unless approved, by package action).
 var fromPullRequest = []string{"services", "egress"}
 
 // differs lists the paths below p at which the pull request's value pv differs from the base
@@ -127,7 +127,7 @@ func differs(p string, bv, pv reflect.Value) []Ignored {
 		}
 		return out
 	}
-	return []Ignored{{p, "taken from the base branch only (" + show(bv) + "); the pull request's " + show(pv) + " is ignored"}}
+	return []Ignored{{p, "taken from the default branch only (" + show(bv) + "); the pull request's " + show(pv) + " is ignored"}}
 }
 
 // show writes a field's value briefly, never a pointer's address.

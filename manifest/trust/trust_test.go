@@ -70,7 +70,7 @@ func TestBaseOnlyFieldsIgnored(t *testing.T) {
 			if v := c.got(got); !reflect.DeepEqual(v, c.want) {
 				t.Errorf("runs with %v, want the base branch's %v", v, c.want)
 			}
-			if len(ignored) != 1 || ignored[0].Path != c.path || !strings.Contains(ignored[0].Why, "base branch") {
+			if len(ignored) != 1 || ignored[0].Path != c.path || !strings.Contains(ignored[0].Why, "default branch") {
 				t.Errorf("ignored %v, want one at %s", ignored, c.path)
 			}
 			if v := c.got(pr); reflect.DeepEqual(v, c.want) && c.name != "ingress class" && c.name != "kube context" {
