@@ -16,7 +16,8 @@ import (
 // stand-in builds with the runner's daemon and pushes to that registry, as the real one pushes
 // to GHCR. The cluster is stock (no ingress-controller setting, the engine image by its
 // released name). A pull request from the repository's own branch comes up from the images the
-// workflow built, its URL answers, and closing it takes the environment down; a fork's
+// workflow built, its URL answers, and closing it takes the environment down, all as the af-ci
+// identity docs/github.md sets up (deploy/ci with its admission policies); a fork's
 // pull_request run is skipped by the job's if:, touching nothing.
 func TestActionUnderActDocumented(t *testing.T) {
 	a := newActEnv(t, true)
@@ -50,7 +51,14 @@ func TestActionUnderActDocumented(t *testing.T) {
 	const tok = "ghs_act_documented_token_0123456789"
 	gh := githubtest.New(t, tok)
 	gh.SetFile("main", "af.yaml", string(example))
-	secrets := map[string]string{"GITHUB_TOKEN": tok, "AF_KUBECONFIG": a.kubeconfig}
+	// AF_KUBECONFIG is the af-ci identity as the page sets it up: deploy/ci applied as written
+	// (its RBAC and the admission policies that keep it to af's namespaces), a token in a
+	// self-contained kubeconfig. af up and af down of the example run with nothing more.
+	ci, err := a.h.CIKubeconfig(a.ctx, "..", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := map[string]string{"GITHUB_TOKEN": tok, "AF_KUBECONFIG": ci}
 	const ns = "af-env-shop-pr-51"
 	t.Cleanup(func() {
 		_, _ = a.h.Kubectl(a.ctx, "", "delete", "namespace", ns, "--ignore-not-found", "--wait=true")

@@ -112,6 +112,21 @@ func TestDeployment(t *testing.T) {
 	if ps.ServiceAccountName != "af-app" {
 		t.Fatalf("service account %q", ps.ServiceAccountName)
 	}
+	// The credentials' files are root's unless fsGroup gives them to the pod's group; a mode
+	// without the group's read bit then leaves user 65532 unable to read its key (the pods
+	// crash-looped so; deploy's TestAppAsShipped runs this file on the cluster).
+	for _, v := range ps.Volumes {
+		if v.Secret == nil {
+			continue
+		}
+		mode := int32(0o644)
+		if v.Secret.DefaultMode != nil {
+			mode = *v.Secret.DefaultMode
+		}
+		if psc.FSGroup == nil || psc.RunAsGroup == nil || *psc.FSGroup != *psc.RunAsGroup || mode&0o040 == 0 || mode&0o004 != 0 {
+			t.Errorf("secret volume %s: mode %o, fsGroup %v, runAsGroup %v: the pod's user cannot read it, or every user can", v.Name, mode, psc.FSGroup, psc.RunAsGroup)
+		}
+	}
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort

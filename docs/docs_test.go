@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -483,9 +484,11 @@ func deployObjects(t *testing.T) []any {
 // what the runtime needs and nothing else.
 func TestCIClusterRole(t *testing.T) {
 	var (
-		sa      *corev1.ServiceAccount
-		role    *rbacv1.ClusterRole
-		binding *rbacv1.ClusterRoleBinding
+		sa       *corev1.ServiceAccount
+		role     *rbacv1.ClusterRole
+		binding  *rbacv1.ClusterRoleBinding
+		policies []*admissionv1.ValidatingAdmissionPolicy
+		bindings = map[string]*admissionv1.ValidatingAdmissionPolicyBinding{}
 	)
 	for _, o := range deployObjects(t) {
 		switch v := o.(type) {
@@ -495,6 +498,10 @@ func TestCIClusterRole(t *testing.T) {
 			role = v
 		case *rbacv1.ClusterRoleBinding:
 			binding = v
+		case *admissionv1.ValidatingAdmissionPolicy:
+			policies = append(policies, v)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			bindings[v.Spec.PolicyName] = v
 		case *corev1.Namespace:
 		default:
 			t.Errorf("deploy/ci holds a %T, which the CI identity does not need", o)
@@ -502,6 +509,28 @@ func TestCIClusterRole(t *testing.T) {
 	}
 	if sa == nil || role == nil || binding == nil {
 		t.Fatalf("deploy/ci needs a ServiceAccount, a ClusterRole and a ClusterRoleBinding; it has %v, %v, %v", sa != nil, role != nil, binding != nil)
+	}
+	// The admission policies match exactly this identity and are bound to deny; what they
+	// refuse is tried on the cluster (deploy's TestCIIdentityBoundedByTheCluster).
+	user := "'system:serviceaccount:" + sa.Namespace + ":" + sa.Name + "'"
+	if len(policies) != 2 {
+		t.Errorf("deploy/ci has %d admission policies, want 2 (af-ci-previews-only, af-ci-pod-shape)", len(policies))
+	}
+	for _, p := range policies {
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionv1.Fail {
+			t.Errorf("policy %s does not fail closed", p.Name)
+		}
+		matched := false
+		for _, c := range p.Spec.MatchConditions {
+			matched = matched || c.Expression == "request.userInfo.username == "+user
+		}
+		if !matched {
+			t.Errorf("policy %s does not match %s by its username", p.Name, user)
+		}
+		b := bindings[p.Name]
+		if b == nil || !slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("policy %s is not bound with Deny: %+v", p.Name, b)
+		}
 	}
 	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
 		t.Errorf("ServiceAccount %s/%s: automountServiceAccountToken is not false, though no pod runs as it", sa.Namespace, sa.Name)

@@ -281,6 +281,18 @@ var (
 		Do: "Check that --secret-env names the same secret the service verifies with, that --to " +
 			"is its webhook path, and `af logs SERVICE` for what the handler said.",
 	}
+	CredentialUnbounded = &Entry{
+		Code:  "AF-RUN-056",
+		Title: "the credential reaches past af's namespaces",
+		Exit:  ExitRefused,
+		Means: "AF_REQUIRE_BOUNDED_CREDENTIAL is set and the API server, asked by server-side dry " +
+			"run before anything was created, would let af's credential create a namespace without " +
+			"af's label or pods in kube-system: whoever holds it could reach past the previews (a " +
+			"privileged pod there is the node). Nothing was created.",
+		Do: "Use the CI identity of deploy/ci with its admission policies applied " +
+			"(`kubectl apply -f deploy/ci/`, docs/github.md), or unset AF_REQUIRE_BOUNDED_CREDENTIAL " +
+			"to be warned instead.",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -390,7 +402,7 @@ func Catalogue() []*Entry {
 		TeardownIncomplete, StillTerminating,
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
-		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived, WebhookRefused,
+		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived, WebhookRefused, CredentialUnbounded,
 		Internal,
 	}
 }

@@ -6,7 +6,8 @@
 #   1. kube-router enforcing, holes closed: the testcluster suite, the gate behind 20 pod
 #      starts (five at a time), the engine image in containerd, the build tests and af up from
 #      the command line beside af up publishing archives and the startup window's measurement,
-#      the Kubernetes runtime (four tests at a time), the GitHub Action under
+#      deploy/ applied as written (the CI identity's admission policies, the App), the
+#      Kubernetes runtime (four tests at a time), the GitHub Action under
 #      nektos/act beside conformance, which the verdict reader must accept with 0 skipped,
 #      and the GitHub App (last: it restarts the API server).
 #   2. the same cluster with its two holes open (IPv6 in pods, kube-router's NodePort
@@ -63,7 +64,10 @@ p1_images() {
 }
 p1_archives() { gophase runtime-archives -run '^TestUpPublishesArchives$' ./runtime/kubernetes/; }
 p1_window() { gophase startup-window -run '^TestStartupWindow$' ./testcluster/; }
-together p1_images p1_archives p1_window
+# What an operator applies, applied as written: deploy/ci's identity tried against the
+# admission policies, and the App from deploy/app with its image made by its name.
+p1_deploy() { gophase deploy-as-written ./deploy/; }
+together p1_images p1_archives p1_window p1_deploy
 # Four at a time: tests that touch only their own environments run beside each other (those
 # that stop the enforcer, add a node or take most of its CPU run alone first: besideOthers).
 gophase runtime -parallel 4 -skip '^(TestConformance|TestImmediateStartupCannotBypassContainment|TestUpRefusedWithoutEnforcer|TestUpRefusedWithHoles|TestUpPublishesArchives)$' ./runtime/...

@@ -22,7 +22,7 @@ type Manifest struct {
 	Database *Database           `json:"database,omitempty" doc:"The database the environment uses, if any."`
 	Egress   Egress              `json:"egress,omitempty" doc:"What the environment may reach outside itself. Every outbound connection goes through the environment's sidecar, which decides by these rules."`
 	GitHub   GitHub              `json:"github,omitempty" doc:"What af reports on a pull request, and how it treats pull requests from forks."`
-	Limits   Limits              `json:"limits,omitempty" doc:"The ceilings a pull request's environment is held to. Read from the base branch's af.yaml only: a pull request's own limits are ignored."`
+	Limits   Limits              `json:"limits,omitempty" doc:"The ceilings a pull request's environment is held to. Read from the default branch's af.yaml only: a pull request's own limits are ignored."`
 }
 
 // Limits are the ceilings a pull request's services are held to: a service that asks for more
@@ -105,6 +105,6 @@ type GitHub struct {
 	Comment    *bool  `json:"comment,omitempty" default:"true" doc:"Post one sticky comment with the preview URLs, the probe's verdicts and each service's state."`
 	Check      *bool  `json:"check,omitempty" default:"true" doc:"Create a check run with the same facts and a real conclusion."`
 	Deployment *bool  `json:"deployment,omitempty" default:"true" doc:"Create a deployment and its status with the environment URL."`
-	ForkPolicy string `json:"fork_policy,omitempty" default:"label" enum:"label|never|always" doc:"Pull requests from forks, read from the base branch only: label runs a fork's commit once a maintainer approved that very commit (a '/af approve <sha>' comment; under pull_request_target, the label); never runs none; always runs every one, unapproved."`
-	Label      string `json:"label,omitempty" default:"af-preview" doc:"The label that approves widening egress, and a fork's pull request under pull_request_target (fork_policy label). Read from the base branch only."`
+	ForkPolicy string `json:"fork_policy,omitempty" default:"label" enum:"label|never|always" doc:"Pull requests from forks, read from the default branch only: label runs a fork's commit once a maintainer approved that very commit (a '/af approve <full sha>' comment; under pull_request_target, the label); never runs none; always runs every one, unapproved."`
+	Label      string `json:"label,omitempty" default:"af-preview" doc:"The label that approves widening egress, and a fork's pull request under pull_request_target (fork_policy label). Read from the default branch only."`
 }

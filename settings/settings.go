@@ -63,6 +63,7 @@ var Vars = []Var{
 	{Name: "AF_INGRESS_CONTROLLER", Meaning: "NAMESPACE/LABEL=VALUE,... of the ingress controller's pods, let in to web services", Default: "found on the cluster: the preview IngressClass's controller (Traefik, k3s's Traefik, ingress-nginx) by its pods' labels; af up fails at once with AF-RUN-048 when runtime.domain is set and none is found"},
 	{Name: "AF_CLUSTER_RESOLVER", Meaning: "namespace/name of the cluster resolver's Service", Default: "kube-system/kube-dns"},
 	{Name: "AF_WATCH_INTERVAL", Meaning: "how often each environment's probe checks every route again after af up, for as long as the environment runs (af status and the App's metrics show its last verdict); 0 turns the watch off and the probe pod is removed after its first verdict", Default: "1m"},
+	{Name: "AF_REQUIRE_BOUNDED_CREDENTIAL", Meaning: "1: af up refuses (AF-RUN-056) a credential the API server would let create a namespace without af's label or pods in kube-system; unset: it warns and goes on", Default: "unset (warn)"},
 	{Name: "AF_CLUSTER_CIDRS", Meaning: "comma-separated ranges of the cluster (pods, Services, nodes) added to those af discovers; the sidecar never reaches them", Default: "discovered"},
 	{Name: "GITHUB_REPOSITORY", Meaning: "OWNER/NAME, the repository environments are named and labelled for (with --pr)", Default: ""},
 	{Name: "AF_GATE_PUBLIC_TCP", Meaning: "the probe's and the gates' public TCP target", Default: "the production one (docs/gate.md)", Gate: true},
@@ -175,6 +176,13 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 		default:
 			o.Watch = d
 		}
+	}
+	switch v := getenv("AF_REQUIRE_BOUNDED_CREDENTIAL"); v {
+	case "", "0":
+	case "1":
+		o.RequireBoundedCredential = true
+	default:
+		return o, failure.Newf(failure.UsageInvalid, "AF_REQUIRE_BOUNDED_CREDENTIAL=%q: 1 to refuse a credential that reaches past af's namespaces, or unset to be warned", v)
 	}
 	if v := getenv("AF_CLUSTER_RESOLVER"); v != "" {
 		o.Resolver = v

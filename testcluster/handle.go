@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -148,7 +149,12 @@ func (h *Handle) Env() []string {
 // Kubectl runs kubectl against the cluster with stdin as its input and returns
 // its standard output; a failure carries its standard error.
 func (h *Handle) Kubectl(ctx context.Context, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, h.BinDir+"/kubectl", append([]string{"--kubeconfig", h.Kubeconfig}, args...)...)
+	return h.KubectlAs(ctx, h.Kubeconfig, stdin, args...)
+}
+
+// KubectlAs runs kubectl as Kubectl does, with the identity of the kubeconfig file given.
+func (h *Handle) KubectlAs(ctx context.Context, kubeconfig, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, h.BinDir+"/kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -257,6 +263,30 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 	return node.MarkDone(h.dirs, done)
 }
 
+// ImportEngineImageAs builds af from the module at repoRoot and imports its engine image into
+// the node as ref: an image a manifest of deploy/ names (the App's), made locally by that name,
+// so the manifest is applied as written.
+func (h *Handle) ImportEngineImageAs(ctx context.Context, repoRoot, ref string) error {
+	dir, err := os.MkdirTemp("", "af-engine-as")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := filepath.Join(dir, "af")
+	if err := afbuild.Build(ctx, repoRoot, bin); err != nil {
+		return err
+	}
+	img, err := engine.ImageFromFile(bin, version.EngineDigest)
+	if err != nil {
+		return err
+	}
+	archive := filepath.Join(dir, "engine.tar")
+	if err := engine.WriteTarball(archive, ref, img); err != nil {
+		return err
+	}
+	return h.ImportImage(ctx, archive)
+}
+
 func fileSHA256(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -331,4 +361,45 @@ func (h *Handle) KubeconfigAs(ctx context.Context, namespace, name, dir string) 
 	cfg.CurrentContext = name
 	path := filepath.Join(dir, name+".kubeconfig")
 	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// CIKubeconfig applies deploy/ci/ of the module at repoRoot as written (the identity, its
+// role and binding, and the admission policies that keep it to af's namespaces), waits until
+// the API server enforces the policies, and returns a self-contained kubeconfig for af-ci as
+// docs/github.md makes one: a token from the TokenRequest API, the cluster's CA embedded.
+func (h *Handle) CIKubeconfig(ctx context.Context, repoRoot, dir string) (string, error) {
+	if _, err := h.Kubectl(ctx, "", "apply", "-f", filepath.Join(repoRoot, "deploy", "ci")); err != nil {
+		return "", fmt.Errorf("applying deploy/ci: %w", err)
+	}
+	path, err := h.KubeconfigAs(ctx, "af-ci", "af-ci", dir)
+	if err != nil {
+		return "", err
+	}
+	if err := h.WaitCIPolicy(ctx, path); err != nil {
+		return "", err
+	}
+	flat, err := h.KubectlAs(ctx, path, "", "config", "view", "--flatten", "--raw")
+	if err != nil {
+		return "", fmt.Errorf("flattening af-ci's kubeconfig: %w", err)
+	}
+	return flat, nil
+}
+
+// CIPolicy is what the API server says when deploy/ci's admission policy refuses af-ci.
+const CIPolicy = "ValidatingAdmissionPolicy 'af-ci-"
+
+// WaitCIPolicy waits until deploy/ci's admission policy refuses the identity of kubeconfig a
+// namespace without af's label (by server-side dry run, which creates nothing): a policy takes
+// effect once the API server has read it, a second or so after it was applied.
+func (h *Handle) WaitCIPolicy(ctx context.Context, kubeconfig string) error {
+	const ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: af-ci-policy-check\n"
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		_, err := h.KubectlAs(ctx, kubeconfig, ns, "create", "--dry-run=server", "-f", "-")
+		if err != nil && strings.Contains(err.Error(), CIPolicy) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("deploy/ci's admission policy is not enforced a minute after it was applied (a namespace without af's label, dry run: %v)", err)
+		}
+	}
 }

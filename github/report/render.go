@@ -62,7 +62,7 @@ type Facts struct {
 	// LeftOut lists the pull request's egress rules not applied (not approved).
 	LeftOut []string
 	// Ignored lists the values of the pull request's af.yaml that af did not take: base-only
-	// fields and sizes above the base branch's limits ("path: why").
+	// fields and sizes above the default branch's limits ("path: why").
 	Ignored []string
 	// Blocked is what the sidecar refused while the environment started.
 	Blocked []BlockedHost
@@ -203,14 +203,14 @@ func body(b *strings.Builder, f *Facts) {
 		b.WriteString("\n")
 	}
 	if len(f.LeftOut) > 0 {
-		b.WriteString("**Egress rules left out** (this pull request widens what the base branch allows; the environment runs under the base branch's rules until a maintainer adds the approval label and runs the workflow again):\n\n")
+		b.WriteString("**Egress rules left out** (this pull request widens what the default branch allows; the environment runs under the default branch's rules until a maintainer adds the approval label and runs the workflow again):\n\n")
 		for _, r := range f.LeftOut {
 			fmt.Fprintf(b, "- %s\n", mdText(r))
 		}
 		b.WriteString("\n")
 	}
 	if len(f.Ignored) > 0 {
-		b.WriteString("**Settings taken from the base branch** (a pull request does not set where and how its environment runs, its database, its reports or its limits):\n\n")
+		b.WriteString("**Settings taken from the default branch** (a pull request does not set where and how its environment runs, its database, its reports or its limits):\n\n")
 		for _, r := range f.Ignored {
 			fmt.Fprintf(b, "- %s\n", mdText(r))
 		}

@@ -73,6 +73,9 @@ type Options struct {
 	ClusterDomain string
 	// IPv6 adds the IPv6 half of the sidecar's egress policy and the gate's IPv6 routes.
 	IPv6 bool
+	// RequireBoundedCredential refuses af up (AF-RUN-056) when the credential may act past
+	// af's namespaces (checkCredential); without it af up warns and goes on.
+	RequireBoundedCredential bool
 	// Resolver is the cluster resolver's Service, namespace/name (default kube-system/kube-dns).
 	Resolver string
 	// IngressController names the ingress controller's pods, let in to web services when the

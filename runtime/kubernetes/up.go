@@ -73,6 +73,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		keepResult bool
 		run        func() (recorded bool, err error)
 	}{
+		{"credential", false, func() (bool, error) { return true, r.checkCredential(ctx, t) }},
 		{"capacity preflight", false, func() (bool, error) { return true, r.preflight(ctx, t) }},
 		{"images", false, func() (bool, error) {
 			var err error
