@@ -78,6 +78,8 @@ type run struct {
 	// the maintainer's comment that did, on the fork path.
 	approved bool
 	approval report.Approval
+	// binding is what the approval deploys (the fork path): recorded on the deployment.
+	binding *report.Binding
 	// tars are the services' images the build run's artifact holds.
 	tars map[string]string
 	// blocked is what the sidecar refused while the environment started (its migrations and
@@ -160,7 +162,11 @@ func (r *run) main(ctx context.Context) error {
 		// be approved, and nothing quotes what it wrote.
 		r.base = r.readPolicy(ctx)
 		if r.in.Command == "up" {
-			if err := r.admit(ctx); err != nil {
+			err := r.admit(ctx)
+			if err == nil && r.fromArtifact() {
+				err = r.bind(ctx)
+			}
+			if err != nil {
 				if errors.Is(err, failure.ForkNotApproved) {
 					r.notAdmitted(ctx, err)
 				}

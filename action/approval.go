@@ -2,9 +2,15 @@ package action
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
 )
 
@@ -100,4 +106,59 @@ func (r *run) egress(ctx context.Context) []string {
 	r.man = &m
 	r.gha.Warningf("%s", failure.Newf(failure.EgressNotApproved, "the environment runs under the default branch's egress rules; left out: %s", strings.Join(wide, "; ")).Error())
 	return wide
+}
+
+// bind ties an approval to the images it deploys (the fork path). The first deployment under
+// an approval records its images; a later build of the same commit whose images differ is not
+// deployed under that approval (ForkNotApproved): a maintainer approves again.
+func (r *run) bind(ctx context.Context) error {
+	if r.approval.CommentID == 0 {
+		return nil // fork_policy always: nothing was approved, nothing binds
+	}
+	ids, err := imageIDs(r.tars)
+	if err != nil {
+		return err
+	}
+	b := &report.Binding{Approval: r.approval.CommentID, Images: ids}
+	prior, err := r.rep.Bindings(ctx, r.ev.PullRequest, r.ev.HeadSHA)
+	if err != nil {
+		return err
+	}
+	for _, p := range prior {
+		if p.Approval == b.Approval && !maps.Equal(p.Images, b.Images) {
+			return failure.Newf(failure.ForkNotApproved, "commit %s was deployed under the approval %s with other images (%s); this build's differ (%s), so that approval does not cover it: a maintainer who has read the change approves again (a new comment `/af approve %s`) and re-runs this deploy run",
+				r.ev.HeadSHA, r.approval.URL, imageList(p.Images), imageList(b.Images), r.ev.HeadSHA)
+		}
+	}
+	if !enabled(r.policy().Deployment) {
+		r.gha.Warningf("github.deployment is off, so the images this approval deploys are not recorded: a later build of commit %s would deploy under the same approval", r.ev.HeadSHA)
+	}
+	r.binding = b
+	return nil
+}
+
+// imageIDs reads each archive's image id (the digest of its configuration, which names every
+// layer's content).
+func imageIDs(tars map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for svc, path := range tars {
+		img, err := tarball.ImageFromPath(path, nil)
+		if err == nil {
+			var h v1.Hash
+			if h, err = img.ConfigName(); err == nil {
+				out[svc] = h.String()
+				continue
+			}
+		}
+		return nil, failure.Newf(failure.ActionInputInvalid, "input artifact: %s's image archive is not an image: %v", svc, err)
+	}
+	return out, nil
+}
+
+func imageList(m map[string]string) string {
+	var parts []string
+	for _, svc := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, svc+" "+m[svc])
+	}
+	return strings.Join(parts, ", ")
 }

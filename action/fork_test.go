@@ -12,6 +12,7 @@ import (
 	"github.com/antifailure/af/action"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/githubtest"
+	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/runtime/runtimetest"
 )
 
@@ -59,11 +60,12 @@ func deployJob(t *testing.T, gh *githubtest.Server, built, event string, prText 
 		t.Fatal(err)
 	}
 	meta, _ := json.Marshal(action.Artifact{Repository: "acme/shop", PullRequest: 11, HeadSHA: built, Images: []string{"web"}})
-	for name, content := range map[string]string{"af.yaml": prText, action.ArtifactMeta: string(meta), "images/web.tar": "an image archive"} {
+	for name, content := range map[string]string{"af.yaml": prText, action.ArtifactMeta: string(meta)} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	imageArchive(t, filepath.Join(dir, "images", "web.tar"), "web, as built")
 	j.inputs["artifact"] = "artifact"
 	j.event("workflow_run", githubtest.WorkflowRunEvent(t, "acme/shop", 4242, 11, event, "someone/shop", "success"))
 	return j, rt
@@ -278,5 +280,59 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// imageArchive writes a docker archive of an image holding one file with content: another
+// content, another image id.
+func imageArchive(t *testing.T, path, content string) {
+	t.Helper()
+	img, err := images.Files{Contents: map[string][]byte{"/content": []byte(content)}, Entrypoint: []string{"/content"}}.Image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := images.WriteArchive(path, "web:built", img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An approval binds the images it deployed: the same commit built again with other images is
+// not deployed under it (the step is neutral and says why), the same images are, and a new
+// approval covers the new build.
+func TestApprovalBindsItsImages(t *testing.T) {
+	gh := githubtest.New(t, token)
+	gh.SetPull(11, "open", sha1, false)
+	gh.SetPullHead(11, "someone/shop", baseSHA)
+	gh.SetPermission("maint", "write")
+	gh.AddComment(11, "maint", "/af approve "+sha1)
+	deploy := func(content string) (action.Outcome, int, string) {
+		t.Helper()
+		j, rt := deployJob(t, gh, sha1, sha1, baseShop)
+		imageArchive(t, filepath.Join(j.dir, "artifact", "images", "web.tar"), content)
+		o, log := j.run()
+		ups := 0
+		for _, c := range acts(rt) {
+			if c.Method == "Up" {
+				ups++
+			}
+		}
+		return o, ups, log
+	}
+	if o, ups, log := deploy("web, first build"); ups != 1 || o.Err != nil {
+		t.Fatalf("the approved build was not deployed: %v\n%s", o.Err, log)
+	}
+	if d := gh.Deployments(); len(d) != 1 || d[0].Payload == nil {
+		t.Fatalf("deployments %+v: the binding is not recorded", d)
+	}
+	if o, ups, log := deploy("web, first build"); ups != 1 || o.Err != nil {
+		t.Fatalf("the same images again were not deployed: %v\n%s", o.Err, log)
+	}
+	o, ups, log := deploy("web, rebuilt with something else in it")
+	if ups != 0 || o.Exit != 0 || !errors.Is(o.Err, failure.ForkNotApproved) || !strings.Contains(o.Err.Error(), "other images") {
+		t.Fatalf("a rebuild with other images: deployed %d, exit %d, err %v, want none, neutral, ForkNotApproved\n%s", ups, o.Exit, o.Err, log)
+	}
+	gh.AddComment(11, "maint", "/af approve "+sha1)
+	if o, ups, log := deploy("web, rebuilt with something else in it"); ups != 1 || o.Err != nil {
+		t.Fatalf("a new approval did not cover the rebuild: %v\n%s", o.Err, log)
 	}
 }

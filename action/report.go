@@ -91,7 +91,7 @@ func (p *prReport) started(ctx context.Context, f *report.Facts) {
 	}
 	if enabled(p.gh.Deployment) {
 		p.try("deployment", func() (err error) {
-			p.deployID, err = p.r.rep.Deploy(ctx, f.PullRequest, f.Commit, f.RunURL)
+			p.deployID, err = p.r.rep.Deploy(ctx, f.PullRequest, f.Commit, f.RunURL, p.r.binding)
 			return err
 		})
 	}

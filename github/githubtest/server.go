@@ -64,7 +64,9 @@ type Deployment struct {
 	Transient   bool
 	AutoMerge   bool
 	Contexts    []string
-	Statuses    []DeploymentStatus
+	// Payload is what the request carried (an object, or a string), nil without one.
+	Payload  any
+	Statuses []DeploymentStatus
 }
 
 // DeploymentStatus is one status of a deployment.
@@ -670,6 +672,7 @@ func (s *Server) handle(rq *request) (int, any) {
 		if v, ok := rq.body["auto_merge"].(bool); ok {
 			d.AutoMerge = v
 		}
+		d.Payload = rq.body["payload"]
 		if v, ok := rq.body["required_contexts"].([]any); ok {
 			d.Contexts = []string{}
 			for _, c := range v {
@@ -853,10 +856,15 @@ func (s *Server) checkRun(rq *request, c *CheckRun, base string, status int, now
 
 func (s *Server) deployment(rq *request, d *Deployment, base string, status int) map[string]any {
 	ex := first(example(rq, status))
-	return overlay(ex, map[string]any{"id": d.ID, "node_id": fmt.Sprintf("DE_%d", d.ID), "sha": d.SHA, "ref": d.Ref,
+	out := overlay(ex, map[string]any{"id": d.ID, "node_id": fmt.Sprintf("DE_%d", d.ID), "sha": d.SHA, "ref": d.Ref,
 		"environment": d.Environment, "original_environment": d.Environment, "transient_environment": d.Transient,
 		"url": fmt.Sprintf("%s/deployments/%d", base, d.ID), "statuses_url": fmt.Sprintf("%s/deployments/%d/statuses", base, d.ID),
 		"repository_url": base})
+	out["payload"] = map[string]any{}
+	if d.Payload != nil {
+		out["payload"] = d.Payload
+	}
+	return out
 }
 
 // brief keeps the first line of each of kin-openapi's messages, without the schema it quotes.

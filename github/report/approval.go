@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -111,4 +112,43 @@ func (r *Reporter) CanWrite(ctx context.Context, login string) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// Binding is what one approval let deploy: the approving comment and each service's image
+// (its id, the digest of its configuration). It is recorded in the payload of the deployment
+// af creates, so a later build of the same commit with other images is not deployed under the
+// same approval.
+type Binding struct {
+	Approval int64             `json:"approval"`
+	Images   map[string]string `json:"images"`
+}
+
+// payloadKey is where a deployment's payload holds af's Binding.
+const payloadKey = "af_binding"
+
+// Bindings reads the bindings recorded on pull request n's deployments of commit sha, newest
+// first. Deployments without one (the repository's own, or made before) are passed over.
+func (r *Reporter) Bindings(ctx context.Context, n int, sha string) ([]Binding, error) {
+	opt := &github.DeploymentsListOptions{SHA: sha, Environment: Environment(n), ListOptions: github.ListOptions{PerPage: 100}}
+	var out []Binding
+	for {
+		list, resp, err := r.Client.Repositories.ListDeployments(ctx, r.Owner, r.Repo, opt)
+		if err != nil {
+			return nil, api.Classify("listing the deployments of "+Environment(n)+" at "+sha, err)
+		}
+		for _, d := range list {
+			var p map[string]json.RawMessage
+			if json.Unmarshal(d.Payload, &p) != nil || p[payloadKey] == nil {
+				continue
+			}
+			var b Binding
+			if json.Unmarshal(p[payloadKey], &b) == nil && b.Approval != 0 {
+				out = append(out, b)
+			}
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
+	}
 }

@@ -232,12 +232,17 @@ func (r *Reporter) FinishCheck(ctx context.Context, id int64, f *Facts, annotati
 // Environment is the deployment environment of pull request n.
 func Environment(n int) string { return fmt.Sprintf("pr-%d", n) }
 
-// Deploy creates a deployment of sha to pull request n's environment, in progress.
-func (r *Reporter) Deploy(ctx context.Context, n int, sha, logURL string) (int64, error) {
-	d, _, err := r.Client.Repositories.CreateDeployment(ctx, r.Owner, r.Repo, &github.DeploymentRequest{
+// Deploy creates a deployment of sha to pull request n's environment, in progress. bound, when
+// set, is recorded in its payload: what an approval let deploy (Bindings reads it back).
+func (r *Reporter) Deploy(ctx context.Context, n int, sha, logURL string, bound *Binding) (int64, error) {
+	req := &github.DeploymentRequest{
 		Ref: github.String(sha), Task: github.String("deploy"), Environment: github.String(Environment(n)),
 		Description: github.String("af preview of pull request #" + fmt.Sprint(n)), AutoMerge: github.Bool(false),
-		RequiredContexts: &[]string{}, TransientEnvironment: github.Bool(true), ProductionEnvironment: github.Bool(false)})
+		RequiredContexts: &[]string{}, TransientEnvironment: github.Bool(true), ProductionEnvironment: github.Bool(false)}
+	if bound != nil {
+		req.Payload = map[string]any{payloadKey: bound}
+	}
+	d, _, err := r.Client.Repositories.CreateDeployment(ctx, r.Owner, r.Repo, req)
 	if err != nil {
 		return 0, api.Classify("creating the deployment for "+Environment(n), err)
 	}
