@@ -83,17 +83,19 @@ func upResult(env string) *afruntime.Result {
 
 // job is one workflow job: its workspace, files and environment.
 type job struct {
-	t       testing.TB
-	gh      *githubtest.Server
-	rt      *runtimetest.Fake
-	with    afruntime.Runtime // when set, the runtime given instead of rt (one around it)
-	dir     string
-	inputs  map[string]string
-	env     map[string]string
-	rtMade  int
-	mu      sync.Mutex
-	summary string
-	output  string
+	t    testing.TB
+	gh   *githubtest.Server
+	rt   *runtimetest.Fake
+	with afruntime.Runtime // when set, the runtime given instead of rt (one around it)
+	// runtimeEnv is the environment the runtime was made with (the job's plus the inputs').
+	runtimeEnv func(string) string
+	dir        string
+	inputs     map[string]string
+	env        map[string]string
+	rtMade     int
+	mu         sync.Mutex
+	summary    string
+	output     string
 }
 
 func newJob(t testing.TB, gh *githubtest.Server, rt *runtimetest.Fake, manifestText string) *job {
@@ -133,6 +135,7 @@ func (j *job) run() (action.Outcome, string) {
 		Runtime: func(m *manifest.Manifest, getenv func(string) string, _ string) (afruntime.Runtime, error) {
 			j.mu.Lock()
 			j.rtMade++
+			j.runtimeEnv = getenv
 			j.mu.Unlock()
 			if kc := getenv("KUBECONFIG"); kc == "" {
 				j.t.Error("the runtime got no KUBECONFIG")

@@ -25,11 +25,15 @@ type Inputs struct {
 	Registry         string
 	RegistryUsername string
 	RegistryPassword string
-	Token            string
-	PRNumber         int
-	Environment      string
-	Images           map[string]string
-	Timeout          time.Duration
+	// PullUsername and PullPassword are the pull-only credential written into each
+	// environment as its pods' image pull secret; the push credentials never are.
+	PullUsername string
+	PullPassword string
+	Token        string
+	PRNumber     int
+	Environment  string
+	Images       map[string]string
+	Timeout      time.Duration
 	// Artifact is the directory of the unprivileged build's artifact: where command build
 	// writes it, and what command up deploys from under workflow_run.
 	Artifact string
@@ -37,7 +41,7 @@ type Inputs struct {
 
 // InputNames are every input action.yml declares, in its order (a test keeps them equal).
 var InputNames = []string{"command", "manifest", "kubeconfig", "context", "registry", "registry-username",
-	"registry-password", "token", "pr-number", "environment", "images", "timeout", "artifact"}
+	"registry-password", "pull-username", "pull-password", "token", "pr-number", "environment", "images", "timeout", "artifact"}
 
 func invalid(input, format string, args ...any) error {
 	return failure.Newf(failure.ActionInputInvalid, "input %s: %s", input, fmt.Sprintf(format, args...))
@@ -47,6 +51,7 @@ func invalid(input, format string, args ...any) error {
 func ReadInputs(get func(name string) string) (Inputs, error) {
 	in := Inputs{Command: get("command"), Manifest: get("manifest"), Kubeconfig: get("kubeconfig"), Context: get("context"),
 		Registry: get("registry"), RegistryUsername: get("registry-username"), RegistryPassword: get("registry-password"),
+		PullUsername: get("pull-username"), PullPassword: get("pull-password"),
 		Token: get("token"), Environment: get("environment"), Artifact: get("artifact")}
 	if in.Command == "" {
 		in.Command = "up"
@@ -86,6 +91,15 @@ func ReadInputs(get func(name string) string) (Inputs, error) {
 	}
 	if in.RegistryPassword != "" && in.Registry == "" {
 		return in, invalid("registry-password", "registry credentials go only to the registry the workflow names: set the registry input too (a pull request's af.yaml never decides where they are sent)")
+	}
+	if (in.PullUsername == "") != (in.PullPassword == "") {
+		return in, invalid("pull-password", "pull-username and pull-password go together: both, or neither (then no pull secret is written and the cluster pulls on its own)")
+	}
+	if in.PullPassword != "" && in.Registry == "" {
+		return in, invalid("pull-password", "a pull credential goes only to the registry the workflow names: set the registry input too")
+	}
+	if in.PullPassword != "" && (in.PullPassword == in.Token || in.PullPassword == in.RegistryPassword || strings.HasPrefix(in.PullPassword, "ghs_")) {
+		return in, invalid("pull-password", "is a token of this job (the token or registry-password input, or a ghs_ token): it carries the job's write scopes and expires with the job, and af never writes it into the cluster. Pass a pull-only credential (for GHCR, a token with read:packages only) from a secret")
 	}
 	if s := get("pr-number"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -21,7 +21,7 @@ import (
 
 // mask hides the secrets in the log before anything else can print them.
 func (r *run) mask() {
-	for _, name := range []string{"token", "registry-password"} {
+	for _, name := range []string{"token", "registry-password", "pull-password"} {
 		if v := r.gha.GetInput(name); v != "" {
 			r.gha.AddMask(v)
 		}
@@ -105,6 +105,12 @@ func (r *run) writeKubeconfig() error {
 	r.env["KUBECONFIG"] = f.Name()
 	if r.in.RegistryPassword != "" {
 		r.env["AF_REGISTRY_USERNAME"], r.env["AF_REGISTRY_PASSWORD"] = r.in.RegistryUsername, r.in.RegistryPassword
+	}
+	// What af pushes with (often the job's own token) is never written into the cluster: the
+	// pods' pull secret is the pull-only credential the workflow names, or none.
+	r.env["AF_REGISTRY_PUSH_ONLY"] = "1"
+	if r.in.PullPassword != "" {
+		r.env["AF_REGISTRY_PULL_USERNAME"], r.env["AF_REGISTRY_PULL_PASSWORD"] = r.in.PullUsername, r.in.PullPassword
 	}
 	return nil
 }

@@ -276,3 +276,38 @@ func TestPolicyFromTheDefaultBranch(t *testing.T) {
 		})
 	}
 }
+
+// The job's token is never written into the cluster: af pushes with whatever registry-password
+// is (often the job's token) but keeps it out of the cluster (AF_REGISTRY_PUSH_ONLY), and the
+// pods' pull secret is the pull-only credential the workflow names, which may not be a token
+// of this job.
+func TestJobTokenNeverAPullSecret(t *testing.T) {
+	for _, c := range []struct{ name, pull, want string }{
+		{"the token input", token, "never writes it into the cluster"},
+		{"the registry password", "registry-s3cret", "never writes it into the cluster"},
+		{"a ghs_ token", "ghs_someothertoken0123456789", "never writes it into the cluster"},
+		{"a pull-only credential", "read-only-pull-s3cret", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j, up, log := runPR(t, baseShop, func(j *job) {
+				j.inputs["registry"], j.inputs["registry-username"], j.inputs["registry-password"] = "registry.acme.test/previews", "ci", "registry-s3cret"
+				j.inputs["pull-username"], j.inputs["pull-password"] = "puller", c.pull
+			})
+			if c.want != "" {
+				if up.Method != "" || !strings.Contains(log, "::error::AF-GH-001") || !strings.Contains(log, c.want) {
+					t.Fatalf("not refused:\n%s", log)
+				}
+				return
+			}
+			if up.Method == "" {
+				t.Fatalf("not brought up:\n%s", log)
+			}
+			if env := j.runtimeEnv; env("AF_REGISTRY_PUSH_ONLY") != "1" || env("AF_REGISTRY_PULL_USERNAME") != "puller" || env("AF_REGISTRY_PULL_PASSWORD") != c.pull {
+				t.Fatalf("the runtime's settings: push-only %q, pull %q/%q", env("AF_REGISTRY_PUSH_ONLY"), env("AF_REGISTRY_PULL_USERNAME"), env("AF_REGISTRY_PULL_PASSWORD"))
+			}
+			if !strings.Contains(log, "::add-mask::"+c.pull) || strings.Count(log, c.pull) != 1 {
+				t.Fatalf("the pull password is not masked first, or shown besides:\n%s", log)
+			}
+		})
+	}
+}

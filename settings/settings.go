@@ -63,6 +63,9 @@ var Vars = []Var{
 	{Name: "AF_INGRESS_CONTROLLER", Meaning: "NAMESPACE/LABEL=VALUE,... of the ingress controller's pods, let in to web services", Default: "found on the cluster: the preview IngressClass's controller (Traefik, k3s's Traefik, ingress-nginx) by its pods' labels; af up fails at once with AF-RUN-048 when runtime.domain is set and none is found"},
 	{Name: "AF_CLUSTER_RESOLVER", Meaning: "namespace/name of the cluster resolver's Service", Default: "kube-system/kube-dns"},
 	{Name: "AF_WATCH_INTERVAL", Meaning: "how often each environment's probe checks every route again after af up, for as long as the environment runs (af status and the App's metrics show its last verdict); 0 turns the watch off and the probe pod is removed after its first verdict", Default: "1m"},
+	{Name: "AF_REGISTRY_PULL_USERNAME", Meaning: "with AF_REGISTRY_PULL_PASSWORD: a pull-only credential for runtime.registry, written into each environment as the pods' image pull secret instead of the push credentials", Default: "—"},
+	{Name: "AF_REGISTRY_PULL_PASSWORD", Meaning: "see AF_REGISTRY_PULL_USERNAME", Default: "—"},
+	{Name: "AF_REGISTRY_PUSH_ONLY", Meaning: "1: the credentials af pushes with are never written into the cluster; without a pull credential no pull secret is written (the action sets it: its push credential may be the job's token)", Default: "unset"},
 	{Name: "AF_REQUIRE_BOUNDED_CREDENTIAL", Meaning: "1: af up refuses (AF-RUN-056) a credential the API server would let create a namespace without af's label or pods in kube-system; unset: it warns and goes on", Default: "unset (warn)"},
 	{Name: "AF_CLUSTER_CIDRS", Meaning: "comma-separated ranges of the cluster (pods, Services, nodes) added to those af discovers; the sidecar never reaches them", Default: "discovered"},
 	{Name: "GITHUB_REPOSITORY", Meaning: "OWNER/NAME, the repository environments are named and labelled for (with --pr)", Default: ""},
@@ -147,6 +150,19 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 			return o, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_USERNAME and AF_REGISTRY_PASSWORD go together: set both, or neither to use the docker config")
 		}
 		o.RegistryAuth = &authn.Basic{Username: u, Password: pw}
+	}
+	if u, pw := getenv("AF_REGISTRY_PULL_USERNAME"), getenv("AF_REGISTRY_PULL_PASSWORD"); u != "" || pw != "" {
+		if u == "" || pw == "" {
+			return o, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_PULL_USERNAME and AF_REGISTRY_PULL_PASSWORD go together: set both, or neither")
+		}
+		o.PullAuth = &authn.Basic{Username: u, Password: pw}
+	}
+	switch v := getenv("AF_REGISTRY_PUSH_ONLY"); v {
+	case "", "0":
+	case "1":
+		o.PushOnly = true
+	default:
+		return o, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_PUSH_ONLY=%q: 1 to keep the push credentials out of the cluster, or unset", v)
 	}
 	o.URLScheme = getenv("AF_URL_SCHEME")
 	if o.URLScheme != "" && o.URLScheme != "http" && o.URLScheme != "https" {

@@ -87,13 +87,22 @@ func (r *Runtime) pinImages(ctx context.Context, t *target, spec afruntime.Spec,
 	}
 }
 
-// pullSecret writes an image pull secret for runtime.registry when the credentials af pushes
-// with are not anonymous, before any pod needs it, and has every pod use it.
+// pullSecret writes an image pull secret for runtime.registry, before any pod needs it, and has
+// every pod use it: from the pull credential (PullAuth), else from the credentials af pushes
+// with unless they stay out of the cluster (PushOnly); none when they are anonymous.
 func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 	if t.m.Runtime.Registry == "" {
 		return nil
 	}
-	host, data, err := images.PullSecret(t.m.Runtime.Registry, r.opts.RegistryAuth)
+	auth, from := r.opts.PullAuth, "the pull credential"
+	if auth == nil {
+		if r.opts.PushOnly {
+			r.progress(ctx).Printf("no image pull secret: the push credentials stay out of the cluster and no pull credential was given (the nodes pull %s on their own)", t.m.Runtime.Registry)
+			return nil
+		}
+		auth, from = r.opts.RegistryAuth, "the credentials af pushes with"
+	}
+	host, data, err := images.PullSecret(t.m.Runtime.Registry, auth)
 	if err != nil || data == nil {
 		return err
 	}
@@ -106,7 +115,7 @@ func (r *Runtime) pullSecret(ctx context.Context, t *target, e *env) error {
 		return err
 	}
 	e.PullSecret = RegistrySecret
-	r.progress(ctx).Printf("image pull secret %s for %s (from the credentials af pushes with)", RegistrySecret, host)
+	r.progress(ctx).Printf("image pull secret %s for %s (from %s)", RegistrySecret, host, from)
 	return nil
 }
 

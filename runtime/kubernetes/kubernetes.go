@@ -63,6 +63,12 @@ type Options struct {
 	// RegistryAuth, when set, are the credentials for runtime.registry (pushing, and the pods'
 	// pull secret) instead of the docker config and platform keychains.
 	RegistryAuth authn.Authenticator
+	// PullAuth, when set, is the credential written into each environment as the pods' image
+	// pull secret for runtime.registry, instead of the push credentials.
+	PullAuth authn.Authenticator
+	// PushOnly keeps the push credentials out of the cluster: without PullAuth no pull secret
+	// is written (the action: they may be the job's own token).
+	PushOnly bool
 	// GateEnv is passed to every gate and to the probe: the AF_GATE_* variables that point
 	// their routes at other targets (tests point them at a fake internet).
 	GateEnv map[string]string
