@@ -148,7 +148,12 @@ func (r *run) main(ctx context.Context) error {
 	if err := r.connect(); err != nil {
 		return err
 	}
-	if r.in.Artifact != "" && r.in.Command == "up" {
+	if r.ev.Name == "workflow_dispatch" && r.ev.PullRequest > 0 && r.in.Command == "up" {
+		if err := r.dispatched(ctx); err != nil {
+			return err
+		}
+	}
+	if r.fromArtifact() {
 		if r.tars, err = r.deployable(ctx); err != nil {
 			if errors.Is(err, failure.ForkNotApproved) {
 				r.summary(&report.Facts{State: report.Skipped, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, Reason: failure.Ensure(err).Detail + "."})
@@ -218,6 +223,25 @@ func (r *run) up(ctx context.Context) error {
 	r.summary(facts)
 	r.outputs(facts)
 	return upErr
+}
+
+// dispatched reads the pull request a dispatch names from GitHub: open, where its head lives
+// (a fork's is refused by admit), and its head, which must be the commit the dispatch ran on
+// (the workspace's): what is deployed and reported is that commit.
+func (r *run) dispatched(ctx context.Context) error {
+	pull, err := r.rep.PullRequest(ctx, r.ev.PullRequest)
+	if err != nil {
+		return err
+	}
+	if !pull.Open {
+		return failure.Newf(failure.ActionInputInvalid, "input pr-number: pull request #%d is closed: nothing is deployed", r.ev.PullRequest)
+	}
+	r.ev.Fork = !strings.EqualFold(pull.HeadRepository, r.repo)
+	if !r.ev.Fork && pull.HeadSHA != r.ev.HeadSHA {
+		return failure.Newf(failure.ActionInputInvalid, "input pr-number: the dispatch ran on %s, but pull request #%d's head is %s: dispatch the workflow on the pull request's branch (its head), so that what is deployed is the pull request", r.ev.HeadSHA, r.ev.PullRequest, pull.HeadSHA)
+	}
+	r.ev.HeadSHA = pull.HeadSHA
+	return nil
 }
 
 // notAdmitted tells the pull request that it was not admitted and how to be: a neutral check

@@ -602,19 +602,41 @@ func TestBuildWithoutDaemon(t *testing.T) {
 // workflow_dispatch names the pull request by input; the commit is the dispatched ref's.
 func TestWorkflowDispatch(t *testing.T) {
 	gh := githubtest.New(t, token)
+	gh.SetPull(17, "open", sha2, false)
+	gh.SetPullHead(17, "acme/shop", baseSHA)
+	gh.SetFile("main", "af.yaml", shop)
 	rt := &runtimetest.Fake{UpResult: upResult("shop-pr-17")}
-	j := newJob(t, gh, rt, shop)
+	// The pull request's af.yaml tries an operator's setting: held to the default branch's, as
+	// under its pull_request run.
+	j := newJob(t, gh, rt, strings.Replace(shop, "fork_policy: label", "fork_policy: always", 1))
 	j.env["GITHUB_EVENT_NAME"], j.env["GITHUB_SHA"], j.env["GITHUB_REF"] = "workflow_dispatch", sha2, "refs/heads/feature"
+	ev := githubtest.Event(t, "workflow_dispatch", "")
+	ev["repository"].(map[string]any)["default_branch"] = "main"
+	j.event("workflow_dispatch", githubtest.ValidateEvent(t, "workflow_dispatch", "", ev))
 	j.inputs["pr-number"] = "17"
 	if o, log := j.run(); o.Exit != 0 {
 		t.Fatalf("exit %d: %v\n%s", o.Exit, o.Err, log)
 	}
-	if c := acts(rt); len(c) != 1 || c[0].Spec.ID != "shop-pr-17" {
+	if c := acts(rt); len(c) != 1 || c[0].Spec.ID != "shop-pr-17" || c[0].Spec.Manifest.GitHub.ForkPolicy != "label" {
 		t.Fatalf("runtime calls %+v", c)
 	}
 	if c := gh.CheckRuns(); len(c) != 1 || c[0].HeadSHA != sha2 {
 		t.Fatalf("check runs %+v", c)
 	}
+	// Dispatched on another commit than the pull request's head: refused, nothing deployed.
+	j.env["GITHUB_SHA"] = sha1
+	if o, log := j.run(); o.Exit != failure.ExitInput || !strings.Contains(log, "pull request #17's head is "+sha2) || len(acts(rt)) != 1 {
+		t.Fatalf("exit %d, runtime calls %d\n%s", o.Exit, len(acts(rt)), log)
+	}
+	// A fork's pull request: never by a dispatch, whatever was dispatched.
+	gh.SetPull(19, "open", sha1, false)
+	gh.SetPullHead(19, "someone/shop", baseSHA)
+	j.inputs["pr-number"] = "19"
+	if o, log := j.run(); o.Exit != 0 || !errors.Is(o.Err, failure.ForkNotApproved) || len(acts(rt)) != 1 || j.rtMade != 1 {
+		t.Fatalf("a dispatch for a fork's pull request: exit %d err %v, runtime calls %d, made %d\n%s", o.Exit, o.Err, len(acts(rt)), j.rtMade, log)
+	}
+	j.inputs["pr-number"] = "17"
+	j.env["GITHUB_SHA"] = sha2
 	// Without pr-number or environment there is nothing to name the environment by.
 	delete(j.inputs, "pr-number")
 	if o, log := j.run(); o.Exit != failure.ExitInput || !strings.Contains(log, "input pr-number") {

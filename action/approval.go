@@ -24,10 +24,15 @@ func (r *run) policy() manifest.GitHub {
 
 // admit decides from the operator's policy alone (r.base, read before any file of the pull
 // request) whether a fork's pull request may run at all: ForkNotApproved when it may not.
-// Pull requests from the repository's own branches, and dispatches, are admitted.
+// Pull requests from the repository's own branches are admitted.
 func (r *run) admit(ctx context.Context) error {
-	if r.ev.PullRequest == 0 || r.ev.Name == "workflow_dispatch" || !r.ev.Fork {
+	if r.ev.PullRequest == 0 || !r.ev.Fork {
 		return nil
+	}
+	if r.ev.Name == "workflow_dispatch" {
+		// A fork's code is built only by its own unprivileged run, and deployed only by the
+		// workflow_run that checks its approval: a dispatch has neither.
+		return failure.Newf(failure.ForkNotApproved, "pull request #%d comes from a fork: it is deployed only from its own build run's artifact once a maintainer approved its head commit (re-run its preview-deploy run), never by a dispatch", r.ev.PullRequest)
 	}
 	gh := r.policy()
 	switch gh.ForkPolicy {
@@ -76,7 +81,7 @@ func (r *run) admit(ctx context.Context) error {
 // egress decides the egress the pull request runs with: its own when it widens nothing or was
 // approved (admit, or the label), else the default branch's, with what was left out returned.
 func (r *run) egress(ctx context.Context) []string {
-	if r.ev.PullRequest == 0 || r.ev.Name == "workflow_dispatch" {
+	if r.ev.PullRequest == 0 {
 		return nil
 	}
 	// Without the default branch's manifest (a new file, an unreadable one) no egress is given.

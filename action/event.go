@@ -90,7 +90,16 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	switch ev.Name {
 	case "pull_request", "pull_request_target", "workflow_run":
 	case "workflow_dispatch":
+		// A maintainer's run: which pull request is the pr-number input; whether it comes from
+		// a fork, and its head, are read from GitHub (action.go) and the dispatched commit must be
+		// that head. The payload says the default branch.
 		ev.PullRequest, ev.HeadSHA = dispatchPR, getenv("GITHUB_SHA")
+		if b, err := os.ReadFile(getenv("GITHUB_EVENT_PATH")); err == nil {
+			var p payload
+			if json.Unmarshal(b, &p) == nil && p.Repository != nil {
+				ev.DefaultBranch = p.Repository.DefaultBranch
+			}
+		}
 		return ev, nil
 	case "":
 		return ev, failure.Newf(failure.EventUnsupported, "GITHUB_EVENT_NAME is not set: af action runs inside a GitHub Actions job")

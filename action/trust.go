@@ -19,10 +19,11 @@ import (
 // read into a service.
 const SecretPrefix = "PREVIEW_"
 
-// fromPullRequest says whether the manifest is a pull request's, to be held to the base
-// branch's: a dispatch is a maintainer's run and takes the manifest as it is.
+// fromPullRequest says whether the run is for a pull request, whose manifest is held to the
+// default branch's: every event that names one, a dispatch with pr-number included (it deploys
+// that pull request's head under the same rules as its pull_request run).
 func (r *run) fromPullRequest() bool {
-	return r.ev.PullRequest > 0 && r.ev.Name != "workflow_dispatch"
+	return r.ev.PullRequest > 0
 }
 
 // trust holds the pull request's manifest to the operator's (r.base, readPolicy): the one on
