@@ -17,7 +17,7 @@ import (
 // only copies its working directory for a checkout of the event's own commit), and says what
 // it was asked for.
 var standins = map[string]string{
-	"actions/checkout@v4": `name: checkout (stand-in)
+	"actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683": `name: checkout (stand-in)
 inputs:
   ref: {required: false, default: ""}
   repository: {required: false, default: ""}
@@ -37,14 +37,14 @@ runs:
         git -C "$GITHUB_WORKSPACE" fetch -q "$AF_GIT/$REPO" '+refs/heads/*:refs/remotes/origin/*'
         git -C "$GITHUB_WORKSPACE" -c advice.detachedHead=false checkout -q "${REF:-$GITHUB_SHA}"
 `,
-	"docker/setup-buildx-action@v3": `name: setup-buildx (stand-in)
+	"docker/setup-buildx-action@e468171a9de216ec08956ac3ada2f0791b6bd435": `name: setup-buildx (stand-in)
 runs:
   using: composite
   steps:
     - shell: bash
       run: echo "setup-buildx stand-in"
 `,
-	"docker/login-action@v3": `name: login (stand-in)
+	"docker/login-action@74a5d142397b4f367a81961eba4e8cd7edddf772": `name: login (stand-in)
 inputs:
   registry: {required: false}
   username: {required: false}
@@ -57,7 +57,7 @@ runs:
         echo "login stand-in: registry=${{ inputs.registry }} username=${{ inputs.username }}"
 `,
 	// build-push builds with the runner's daemon and pushes to the test cluster's registry.
-	"docker/build-push-action@v6": `name: build-push (stand-in)
+	"docker/build-push-action@263435318d21b8e681c14492fe198d362a7d2c83": `name: build-push (stand-in)
 inputs:
   context: {required: true}
   push: {required: false, default: "false"}
@@ -82,7 +82,7 @@ runs:
         ref=$(docker image inspect --format '{{index .RepoDigests 0}}' "$TAG")
         echo "digest=${ref#*@}" >> "$GITHUB_OUTPUT"
 `,
-	"actions/upload-artifact@v4": `name: upload-artifact (stand-in)
+	"actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02": `name: upload-artifact (stand-in)
 inputs:
   name: {required: true}
   path: {required: true}
@@ -99,7 +99,7 @@ runs:
         mkdir -p "$dest"
         cp -r "${{ inputs.path }}/." "$dest/"
 `,
-	"actions/download-artifact@v4": `name: download-artifact (stand-in)
+	"actions/download-artifact@d3f86a106a0bac45b974a628896c90dbdf5c8093": `name: download-artifact (stand-in)
 inputs:
   name: {required: true}
   path: {required: true}

@@ -572,3 +572,26 @@ func TestCIClusterRole(t *testing.T) {
 		}
 	}
 }
+
+// The documented workflows pin every action from elsewhere by its full commit id (a tag can be
+// moved to other code; a commit id cannot). af's own action is the release's tag, which the
+// release makes.
+func TestDocumentedActionsPinned(t *testing.T) {
+	b, err := os.ReadFile("github.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`^[\w.-]+/[\w.-]+@[0-9a-f]{40}$`)
+	n := 0
+	for _, block := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+		for _, m := range regexp.MustCompile(`(?m)^\s*-?\s*uses:\s*(\S+)`).FindAllStringSubmatch(block[1], -1) {
+			n++
+			if ref := m[1]; !pinned.MatchString(ref) && !strings.HasPrefix(ref, "antifailure/af@") {
+				t.Errorf("docs/github.md uses %s: pin it by its full commit id", ref)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("docs/github.md has no workflow with uses: lines")
+	}
+}
