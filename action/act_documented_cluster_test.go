@@ -30,14 +30,16 @@ func TestActionUnderActDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dockerfile := func(bin string) string {
-		return "FROM scratch\nCOPY " + bin + " /" + bin + "\nUSER 65532:65532\nENTRYPOINT [\"/" + bin + "\"]\n"
+	// Built as the page builds them: the repository's root as the context (examples/shop's
+	// layout, af.yaml's build:), each Dockerfile in its service's directory.
+	dockerfile := func(dir, bin string) string {
+		return "FROM scratch\nCOPY " + dir + "/" + bin + " /" + bin + "\nUSER 65532:65532\nENTRYPOINT [\"/" + bin + "\"]\n"
 	}
 	repo := a.repository(t, "documented", map[string]string{
 		"af.yaml":                              string(example),
-		"web/Dockerfile":                       dockerfile("shop-web"),
+		"web/Dockerfile":                       dockerfile("web", "shop-web"),
 		"web/shop-web":                         string(webBinary),
-		"worker/Dockerfile":                    dockerfile("shop-worker"),
+		"worker/Dockerfile":                    dockerfile("worker", "shop-worker"),
 		"worker/shop-worker":                   string(a.workerBinary),
 		".github/workflows/preview.yml":        docWorkflow(t, "preview", a.localRepos),
 		".github/workflows/preview-closed.yml": docWorkflow(t, "preview-closed", a.localRepos),

@@ -60,6 +60,7 @@ runs:
 	"docker/build-push-action@263435318d21b8e681c14492fe198d362a7d2c83": `name: build-push (stand-in)
 inputs:
   context: {required: true}
+  file: {required: false, default: ""}
   push: {required: false, default: "false"}
   tags: {required: true}
 outputs:
@@ -71,12 +72,13 @@ runs:
       shell: bash
       env:
         CONTEXT: ${{ inputs.context }}
+        FILE: ${{ inputs.file }}
         PUSH: ${{ inputs.push }}
         TAG: ${{ inputs.tags }}
       run: |
         set -euo pipefail
         echo "build-push stand-in: $CONTEXT as $TAG, push=$PUSH"
-        docker build -q -t "$TAG" "$CONTEXT"
+        docker build -q -t "$TAG" -f "${FILE:-$CONTEXT/Dockerfile}" "$CONTEXT"
         test "$PUSH" = true
         docker push -q "$TAG"
         ref=$(docker image inspect --format '{{index .RepoDigests 0}}' "$TAG")

@@ -6,6 +6,7 @@ package docs_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -593,5 +594,31 @@ func TestDocumentedActionsPinned(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("docs/github.md has no workflow with uses: lines")
+	}
+}
+
+// README's table of the App's permissions is the App's manifest's, row for row.
+func TestREADMEAppPermissions(t *testing.T) {
+	var m struct {
+		Permissions map[string]string `json:"default_permissions"`
+	}
+	b, err := os.ReadFile("../deploy/app/app-manifest.json")
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		t.Fatalf("app-manifest.json: %v", err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, row := range regexp.MustCompile(`(?m)^\| (Pull requests|Issues|Deployments|Checks|Metadata|Contents) \| ([a-z ]+) \|`).FindAllStringSubmatch(string(readme), -1) {
+		access := row[2]
+		if strings.Contains(access, "write") {
+			access = "write"
+		}
+		got[strings.ReplaceAll(strings.ToLower(row[1]), " ", "_")] = access
+	}
+	if !maps.Equal(got, m.Permissions) {
+		t.Errorf("README's App permissions %v, the manifest's %v", got, m.Permissions)
 	}
 }

@@ -258,8 +258,9 @@ var (
 			"webhook into it goes through a port-forward to one of its pods, and the cluster refused " +
 			"af's identity that (pods/portforward). Nothing else was tried: af never reaches the " +
 			"sidecar another way.",
-		Do: "Grant the identity `create` on `pods/portforward` in the environment's namespace (a " +
-			"Role and RoleBinding there), or run the command with a context that has it.",
+		Do: "Grant the identity `get` and `create` on `pods/portforward` (the WebSocket tunnel is a " +
+			"GET, SPDY a POST; deploy/ci's role has both, and its admission policy allows them in " +
+			"af's namespaces only), or run the command with a context that has it.",
 	}
 	NothingArrived = &Entry{
 		Code:  "AF-RUN-054",
@@ -309,8 +310,9 @@ var (
 		Means: "The workflow ran the af action for an event it does not handle, or the event's payload " +
 			"(GITHUB_EVENT_PATH) could not be read. Nothing was created.",
 		Do: "Run the action on pull_request (opened, synchronize, reopened, labeled), on " +
-			"pull_request_target with fork_policy label, or on workflow_dispatch with the pr-number or " +
-			"environment input; use command: down on pull_request closed.",
+			"pull_request_target with fork_policy label, on workflow_run after a fork's pull_request " +
+			"build (command up with the artifact input), or on workflow_dispatch with the pr-number or " +
+			"environment input; use command: down on pull_request or pull_request_target closed.",
 	}
 	GitHubRequestFailed = &Entry{
 		Code:  "AF-GH-003",
