@@ -98,7 +98,7 @@ func (s *standin) preview(t *testing.T, n int) {
 	if _, err := rep.Comment(ctx, n, report.Comment(f), true); err != nil {
 		t.Fatal(err)
 	}
-	id, err := rep.Deploy(ctx, n, strings.Repeat("a", 40), "")
+	id, err := rep.Deploy(ctx, n, strings.Repeat("a", 40), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
