@@ -86,8 +86,8 @@ func TestActionUnderActDocumented(t *testing.T) {
 	// (The checkout of the event's own commit is act's: it copies the repository.)
 	for _, want := range []string{
 		"login stand-in: registry=ghcr.io",
-		"build-push stand-in: web as " + a.env["REGISTRY"] + "/web:pr-51, push=true",
-		"build-push stand-in: worker as " + a.env["REGISTRY"] + "/worker:pr-51, push=true",
+		"build-push stand-in: web/Dockerfile in . as " + a.env["REGISTRY"] + "/web:pr-51, push=true",
+		"build-push stand-in: worker/Dockerfile in . as " + a.env["REGISTRY"] + "/worker:pr-51, push=true",
 		"ingress controller: IngressClass traefik",
 		"preview at http://shop-pr-51-web.preview.af.test",
 	} {
@@ -97,6 +97,11 @@ func TestActionUnderActDocumented(t *testing.T) {
 	}
 	if strings.Contains(out, tok) {
 		t.Error("the token appears in the log")
+	}
+	// af-ci with deploy/ci's policies is bounded: af up's dry-run check finds nothing past
+	// the previews to warn of, and no pull secret is made of the job's token.
+	if strings.Contains(out, "reaches past af's namespaces") || !strings.Contains(out, "no image pull secret: the push credentials stay out of the cluster") {
+		t.Errorf("af up as af-ci warned of its credential, or wrote a pull secret:\n%s", out)
 	}
 	c := gh.Comments(51)
 	if len(c) != 1 || !strings.Contains(strings.ReplaceAll(c[0].Body, "\\", ""), "Preview ready") {

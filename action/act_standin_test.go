@@ -77,7 +77,7 @@ runs:
         TAG: ${{ inputs.tags }}
       run: |
         set -euo pipefail
-        echo "build-push stand-in: $CONTEXT as $TAG, push=$PUSH"
+        echo "build-push stand-in: ${FILE:-$CONTEXT/Dockerfile} in $CONTEXT as $TAG, push=$PUSH"
         docker build -q -t "$TAG" -f "${FILE:-$CONTEXT/Dockerfile}" "$CONTEXT"
         test "$PUSH" = true
         docker push -q "$TAG"
