@@ -1,12 +1,13 @@
 package deploy_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -205,45 +206,39 @@ func portForward(ctx context.Context, h *testcluster.Handle, kc, pod string) err
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, h.BinDir+"/kubectl", "--kubeconfig", kc, "-n", "kube-system", "port-forward", "--address", "127.0.0.1", "pod/"+pod, ":53")
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
+	var stderr strings.Builder // read only after Wait
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			return fmt.Errorf("port-forward ended: %v: %s", err, out.String())
-		case <-tick.C:
-			if strings.Contains(out.String(), "Forwarding from") {
-				cancel()
-				<-done
-				return nil
+	// Its output is read to the end (the process ended, or was stopped) before Wait.
+	forwarding, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "Forwarding from") {
+				close(forwarding)
+				_, _ = io.Copy(io.Discard, stdout)
+				return
 			}
-		case <-ctx.Done():
-			<-done
-			return fmt.Errorf("port-forward neither forwarded nor ended in 30s: %s", out.String())
 		}
+	}()
+	select {
+	case <-forwarding:
+		cancel()
+		<-ended
+		_ = cmd.Wait()
+		return nil
+	case <-ended:
+		err := cmd.Wait()
+		if ctx.Err() != nil {
+			return fmt.Errorf("port-forward neither forwarded nor ended in 30s: %s", stderr.String())
+		}
+		return fmt.Errorf("port-forward ended: %v: %s", err, stderr.String())
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -213,15 +213,11 @@ func (h *Handle) ImportBinaryImage(ctx context.Context, ref, binary string) erro
 // before af runs a sidecar, a gate or a probe on the cluster. The same binary is imported once
 // per bring-up, whichever test (or several at once) asks first.
 func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
-	dir, err := os.MkdirTemp("", "af-engine")
+	dir, bin, err := buildAF(ctx, repoRoot)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "af")
-	if err := afbuild.Build(ctx, repoRoot, bin); err != nil {
-		return err
-	}
 	// The image is made from the binary alone (and the digest this build names): one made
 	// from the same bytes since the cluster came up is on the node and in the registry
 	// already. Making it again took 10 s of each test process's time.
@@ -267,15 +263,11 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 // the node as ref: an image a manifest of deploy/ names (the App's), made locally by that name,
 // so the manifest is applied as written.
 func (h *Handle) ImportEngineImageAs(ctx context.Context, repoRoot, ref string) error {
-	dir, err := os.MkdirTemp("", "af-engine-as")
+	dir, bin, err := buildAF(ctx, repoRoot)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "af")
-	if err := afbuild.Build(ctx, repoRoot, bin); err != nil {
-		return err
-	}
 	img, err := engine.ImageFromFile(bin, version.EngineDigest)
 	if err != nil {
 		return err
@@ -285,6 +277,20 @@ func (h *Handle) ImportEngineImageAs(ctx context.Context, repoRoot, ref string) 
 		return err
 	}
 	return h.ImportImage(ctx, archive)
+}
+
+// buildAF builds af from the module at repoRoot into a new temporary directory, which the
+// caller removes, and returns the directory and the binary's path.
+func buildAF(ctx context.Context, repoRoot string) (dir, bin string, err error) {
+	if dir, err = os.MkdirTemp("", "af-engine"); err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "af")
+	if err := afbuild.Build(ctx, repoRoot, bin); err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	return dir, bin, nil
 }
 
 func fileSHA256(path string) (string, error) {
