@@ -252,7 +252,7 @@ func (r *run) notAdmitted(ctx context.Context, err error) {
 	if ref, rerr := r.ref(); rerr == nil {
 		facts.Environment = ref.ID
 	}
-	if r.ev.Name != "workflow_run" {
+	if r.ev.Name == "pull_request_target" && r.policy().ForkPolicy == "label" {
 		facts.Reason += " A maintainer who has read the change adds the approval label; each new push needs it again."
 	}
 	r.prReport().skipped(ctx, facts)
