@@ -1,6 +1,7 @@
 package action_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,8 @@ import (
 // released name). A pull request from the repository's own branch comes up from the images the
 // workflow built, its URL answers, and closing it takes the environment down, all as the af-ci
 // identity docs/github.md sets up (deploy/ci with its admission policies); a fork's
-// pull_request run is skipped by the job's if:, touching nothing.
+// pull_request run is skipped by the job's if:, touching nothing. The same workflow dispatched
+// by hand with pr-number deploys the pull request's head, and deploys nothing for a fork's.
 func TestActionUnderActDocumented(t *testing.T) {
 	a := newActEnv(t, true)
 	a.localRepos = localRepos(t, filepath.Join(a.work, "actions"))
@@ -114,6 +116,43 @@ func TestActionUnderActDocumented(t *testing.T) {
 		}
 	}
 	a.previewAnswers(t, "shop-pr-51-web.preview.af.test")
+
+	// By hand: a dispatch of the same workflow on the pull request's branch (act's commit is the
+	// repository's HEAD) deploys that pull request's head; one for a fork's pull request deploys
+	// nothing, whatever the dispatched branch holds.
+	dispatched := git(t, repo, "rev-parse", "HEAD")
+	dispatch := func(n int) string {
+		ev := githubtest.Event(t, "workflow_dispatch", "")
+		ev["repository"].(map[string]any)["default_branch"] = "main"
+		ev["ref"], ev["inputs"] = "refs/heads/feature", map[string]any{"pr-number": fmt.Sprint(n)}
+		return run(".github/workflows/preview.yml", "workflow_dispatch", githubtest.ValidateEvent(t, "workflow_dispatch", "", ev))
+	}
+	gh.SetPull(51, "open", dispatched, false)
+	gh.SetPullHead(51, "acme/shop", strings.Repeat("b", 40))
+	out = dispatch(51)
+	for _, want := range []string{
+		"build-push stand-in: web/Dockerfile in . as " + a.env["REGISTRY"] + "/web:pr-51, push=true",
+		"preview at http://shop-pr-51-web.preview.af.test",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the dispatch's log lacks %q:\n%s", want, out)
+		}
+	}
+	if cr := gh.CheckRuns(); cr[len(cr)-1].HeadSHA != dispatched || cr[len(cr)-1].Conclusion != "success" {
+		t.Errorf("check runs %+v, want the dispatch's success on %s", cr, dispatched)
+	}
+	if c := gh.Comments(51); len(c) != 1 {
+		t.Errorf("comments %+v, want the one comment, rewritten", c)
+	}
+	gh.SetPull(52, "open", dispatched, false)
+	gh.SetPullHead(52, "someone/shop", strings.Repeat("b", 40))
+	out = dispatch(52)
+	if got, _ := a.h.Kubectl(a.ctx, "", "get", "ns", "af-env-shop-pr-52", "--ignore-not-found", "-o", "name"); strings.TrimSpace(got) != "" {
+		t.Fatalf("a dispatch deployed a fork's pull request: %s\n%s", got, out)
+	}
+	if cr := gh.CheckRuns(); cr[len(cr)-1].Conclusion != "neutral" || !strings.Contains(out, "never by a dispatch") {
+		t.Errorf("check runs %+v, want neutral, and the log saying why:\n%s", cr, out)
+	}
 
 	// Closed: the documented teardown takes it down.
 	out = run(".github/workflows/preview-closed.yml", "pull_request_target", githubtest.PullRequestEvent(t, "closed", "acme/shop", 51, head, false))
