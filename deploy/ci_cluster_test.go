@@ -65,8 +65,8 @@ func dry(args ...string) []string { return append(args, "--dry-run=server") }
 // (deploy/ci applied as written, a TokenRequest token in a kubeconfig). With RBAC alone each
 // request below is allowed (the control: the test can tell); with deploy/ci/admission.yaml
 // applied, the API server refuses every one of them, naming the policy, while what af does in
-// its own namespaces is still allowed. af up and af down with this identity run under the
-// action (action's TestActionUnderActDocumented).
+// its own namespaces is still allowed. af up and af down of the example with this identity:
+// TestExampleUpAndDownAsCI (the command line) and action's TestActionUnderActDocumented.
 func TestCIIdentityBoundedByTheCluster(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

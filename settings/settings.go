@@ -145,6 +145,11 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 			o.PublishEngine = exe
 		}
 	}
+	if strings.ContainsAny(o.Kubeconfig, "\n\r") || len(o.Kubeconfig) > 4096 {
+		// A kubeconfig's content where its path goes (a CI secret exported as is): never echoed,
+		// since it holds the credential.
+		return o, failure.Newf(failure.UsageInvalid, "KUBECONFIG holds %d bytes over several lines, not a list of kubeconfig files: write the kubeconfig to a file and set KUBECONFIG to its path (its content is not shown here: it holds a credential)", len(o.Kubeconfig))
+	}
 	if u, pw := getenv("AF_REGISTRY_USERNAME"), getenv("AF_REGISTRY_PASSWORD"); u != "" || pw != "" {
 		if u == "" || pw == "" {
 			return o, failure.Newf(failure.UsageInvalid, "AF_REGISTRY_USERNAME and AF_REGISTRY_PASSWORD go together: set both, or neither to use the docker config")

@@ -71,6 +71,14 @@ func TestKubernetesOptions(t *testing.T) {
 			t.Errorf("%s=%q: want an error naming it, got %v", k, v, err)
 		}
 	}
+	// A kubeconfig's content where its path goes: refused, its credential not repeated.
+	content := "apiVersion: v1\nusers:\n- user: {token: sekrit-token-0123}\n"
+	if _, err := Kubernetes(func(k string) string { return map[string]string{"KUBECONFIG": content}[k] }, "", nil); err == nil || !strings.Contains(err.Error(), "KUBECONFIG") || strings.Contains(err.Error(), "sekrit") {
+		t.Errorf("KUBECONFIG holding content: %v", err)
+	}
+	if _, err := Kubernetes(func(k string) string { return map[string]string{"KUBECONFIG": "/a/config:/b/config"}[k] }, "", nil); err != nil {
+		t.Errorf("KUBECONFIG as a list of paths: %v", err)
+	}
 	if _, err := Docker(func(k string) string { return map[string]string{"AF_BUILD_TIMEOUT": "soon"}[k] }, nil); err == nil || !strings.Contains(err.Error(), "AF_BUILD_TIMEOUT") {
 		t.Errorf("a bad build timeout: %v", err)
 	}
