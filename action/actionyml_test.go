@@ -50,8 +50,12 @@ func TestActionYAML(t *testing.T) {
 	if want := []string{"artifact", "contained", "environment", "namespace", "probe", "url", "urls"}; !slices.Equal(outputs, want) {
 		t.Errorf("action.yml outputs %v, the action sets %v", outputs, want)
 	}
-	if doc.Runs.Using != "docker" || doc.Runs.Image != "docker://"+version.ActionImage || doc.Runs.Entrypoint != "/af" || !slices.Equal(doc.Runs.Args, []string{"action"}) {
-		t.Errorf("runs %+v, want the prebuilt docker://%s running /af action", doc.Runs, version.ActionImage)
+	// The image: the release's tag until hack/release.sh runs, then that image by digest with
+	// the release it is in a comment (TestReleasePinsTheImages).
+	img, _ := strings.CutPrefix(doc.Runs.Image, "docker://")
+	pinned := version.PinnedActionImage(img) && strings.Contains(string(b), doc.Runs.Image+" # "+version.Release+"\n")
+	if doc.Runs.Using != "docker" || img != version.ActionImage && !pinned || doc.Runs.Entrypoint != "/af" || !slices.Equal(doc.Runs.Args, []string{"action"}) {
+		t.Errorf("runs %+v, want the prebuilt docker://%s (or the release's pin of it by digest) running /af action", doc.Runs, version.ActionImage)
 	}
 	if doc.Branding["icon"] == "" || doc.Branding["color"] == "" {
 		t.Errorf("no branding")

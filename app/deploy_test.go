@@ -98,7 +98,7 @@ func TestDeployment(t *testing.T) {
 	}
 	ps := d.Spec.Template.Spec
 	c := ps.Containers[0]
-	if c.Image != version.ActionImage || !slices.Equal(c.Args, []string{"app", "serve"}) {
+	if c.Image != version.ActionImage && !version.PinnedActionImage(c.Image) || !slices.Equal(c.Args, []string{"app", "serve"}) {
 		t.Fatalf("image %s args %v, want %s app serve", c.Image, c.Args, version.ActionImage)
 	}
 	sc, psc := c.SecurityContext, ps.SecurityContext

@@ -5,6 +5,7 @@ package version
 
 import (
 	"runtime"
+	"strings"
 )
 
 // Set at link time.
@@ -17,8 +18,27 @@ var (
 // ghcr.io/antifailure/af:<Release>, and the release workflow refuses a tag that differs.
 const Release = "v0.1.0"
 
-// ActionImage is the action's image, as action.yml names it.
+// ActionImage is the action's image by its release's tag: what the tests build and load, and
+// what action.yml and the App's Deployment name until hack/release.sh pins them by digest.
 const ActionImage = "ghcr.io/antifailure/af:" + Release
+
+// ActionRepository is where the release pushes the action's image (also the App's).
+const ActionRepository = "ghcr.io/antifailure/af"
+
+// PinnedActionImage reports whether ref is the action's image as a release writes it into
+// action.yml and deploy/app/deployment.yaml: ActionRepository@sha256:<64 hex digits>.
+func PinnedActionImage(ref string) bool {
+	digest, ok := strings.CutPrefix(ref, ActionRepository+"@sha256:")
+	if !ok || len(digest) != 64 {
+		return false
+	}
+	for _, c := range digest {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // LocalEngineImage is the engine image of this build: the released one's name, so a cluster
 // with no registry configured pulls exactly what release.yml pushed (its tag is the source
