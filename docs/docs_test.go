@@ -595,6 +595,22 @@ func TestDocumentedActionsPinned(t *testing.T) {
 	if n == 0 {
 		t.Fatal("docs/github.md has no workflow with uses: lines")
 	}
+	// af's own workflows, the same way.
+	own, err := filepath.Glob("../.github/workflows/*.yml")
+	if err != nil || len(own) == 0 {
+		t.Fatalf("af's workflows: %v %v", own, err)
+	}
+	for _, f := range own {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`(?m)^\s*-?\s*uses:\s*(\S+)`).FindAllStringSubmatch(string(b), -1) {
+			if ref := m[1]; !pinned.MatchString(ref) && !strings.HasPrefix(ref, "./") {
+				t.Errorf("%s uses %s: pin it by its full commit id", f, ref)
+			}
+		}
+	}
 }
 
 // README's table of the App's permissions is the App's manifest's, row for row.
