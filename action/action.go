@@ -283,7 +283,7 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 		return nil, err
 	}
 	ref = r.adopt(ctx, rt, ref)
-	spec := afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv}
+	spec := afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv, Holder: r.holder()}
 	res, err := rt.Up(afruntime.WithProgress(ctx, r.logf), spec)
 	if errors.Is(err, afruntime.ErrOtherRepository) && r.in.Environment == "" && r.ev.PullRequest > 0 {
 		// Another repository of the same name has the short id on this cluster: this one's
@@ -300,6 +300,19 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	defer cancel()
 	r.blocked = r.blockedSoFar(bctx, rt, ref, err == nil)
 	return res, err
+}
+
+// holder names this run to another af up of the same environment, which waits for it: the
+// workflow run (its address when known) and the commit.
+func (r *run) holder() string {
+	who := "workflow run " + r.d.Getenv("GITHUB_RUN_ID")
+	if u := report.RunURL(r.d.Getenv); u != "" {
+		who = u
+	}
+	if r.ev.HeadSHA != "" {
+		who += " (commit " + r.ev.HeadSHA[:min(7, len(r.ev.HeadSHA))] + ")"
+	}
+	return who
 }
 
 // down removes the environment and tells the pull request it is gone.

@@ -345,6 +345,34 @@ func TestTimedOutRunStillReports(t *testing.T) {
 	}
 }
 
+// The environment removed while the run brought it up (the pull request closed: the App took
+// it down and said so): the step fails with AF-RUN-058, the check run is cancelled, the
+// deployment inactive, and the App's comment is left as it is; the run names itself to the
+// runtime as its holder.
+func TestRemovedWhileItRan(t *testing.T) {
+	gh := githubtest.New(t, token)
+	rt := &runtimetest.Fake{UpErr: failure.Newf(failure.EnvironmentRemoved, "environment shop-pr-9 was removed while af up ran")}
+	j := newJob(t, gh, rt, shop)
+	j.env["GITHUB_SERVER_URL"], j.env["GITHUB_RUN_ID"] = "https://github.com", "4242"
+	j.event("pull_request", githubtest.PullRequestEvent(t, "opened", "acme/shop", 9, sha1, false))
+	out, log := j.run()
+	if !errors.Is(out.Err, failure.EnvironmentRemoved) {
+		t.Fatalf("exit %d (%v), want AF-RUN-058\n%s", out.Exit, out.Err, log)
+	}
+	if c := gh.CheckRuns(); len(c) != 1 || c[0].Conclusion != "cancelled" {
+		t.Errorf("check runs %+v, want one cancelled", c)
+	}
+	if d := gh.Deployments(); len(d) != 1 || d[0].Statuses[len(d[0].Statuses)-1].State != "inactive" {
+		t.Errorf("deployments %+v, want the last status inactive", d)
+	}
+	if c := gh.Comments(9); len(c) != 0 {
+		t.Errorf("comments %+v: the run wrote over what the remover said", c)
+	}
+	if c := acts(rt); len(c) != 1 || c[0].Spec.Holder != "https://github.com/acme/shop/actions/runs/4242 (commit "+sha1[:7]+")" {
+		t.Errorf("runtime calls %+v, want one naming this run as the holder", c)
+	}
+}
+
 // Two runs for the same pull request at once leave exactly one comment.
 func TestRacingRunsLeaveOneComment(t *testing.T) {
 	gh := githubtest.New(t, token)

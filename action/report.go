@@ -99,7 +99,9 @@ func (p *prReport) started(ctx context.Context, f *report.Facts) {
 
 // finished writes the comment and finishes the check run and the deployment started.
 func (p *prReport) finished(ctx context.Context, f *report.Facts) {
-	if f.PullRequest > 0 {
+	// An environment removed while it came up (the pull request closed): the comment says so
+	// already, in the remover's words; the check run is cancelled, the deployment inactive.
+	if f.PullRequest > 0 && !f.Removed() {
 		p.comment(ctx, f)
 	}
 	if p.checkID != 0 {
@@ -109,6 +111,9 @@ func (p *prReport) finished(ctx context.Context, f *report.Facts) {
 		p.try("deployment status", func() error {
 			if f.State == report.Ready {
 				return p.r.rep.DeploymentStatus(ctx, p.deployID, "success", f.FirstURL(), f.RunURL, "preview ready")
+			}
+			if f.Removed() {
+				return p.r.rep.DeploymentStatus(ctx, p.deployID, "inactive", "", f.RunURL, "removed while it came up")
 			}
 			return p.r.rep.DeploymentStatus(ctx, p.deployID, "failure", "", f.RunURL, f.Headline())
 		})

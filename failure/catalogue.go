@@ -294,6 +294,27 @@ var (
 			"(`kubectl apply -f deploy/ci/`, docs/github.md), or unset AF_REQUIRE_BOUNDED_CREDENTIAL " +
 			"to be warned instead.",
 	}
+	EnvironmentBusy = &Entry{
+		Code:  "AF-RUN-057",
+		Title: "another af up of this environment is running",
+		Exit:  ExitFailure,
+		Means: "Another run (named in the message) holds the environment while it brings it up, " +
+			"and did not finish within the wait (AF_WRITER_WAIT, 10m by default). Nothing of this " +
+			"run was applied to the environment; the other run's work is untouched.",
+		Do: "Let the other run finish (or cancel it), then run af up again. In CI, give the " +
+			"workflow a concurrency group per pull request so that runs queue instead of racing " +
+			"(docs/github.md). A run that died stops renewing its hold, and is taken over 30 s later.",
+	}
+	EnvironmentRemoved = &Entry{
+		Code:  "AF-RUN-058",
+		Title: "the environment was removed while af up ran",
+		Exit:  ExitFailure,
+		Means: "The environment's namespace was deleted while af up was bringing it up: af down, " +
+			"the pull request's closing (the App) or the reaper. Removal wins: this run stopped, " +
+			"made nothing more, and no containment verdict of it counts.",
+		Do: "Nothing, if the removal was meant (the pull request was closed). Otherwise run af up " +
+			"again once the namespace is gone (`af status` says when).",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -405,6 +426,7 @@ func Catalogue() []*Entry {
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
 		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived, WebhookRefused, CredentialUnbounded,
+		EnvironmentBusy, EnvironmentRemoved,
 		Internal,
 	}
 }

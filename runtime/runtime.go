@@ -105,8 +105,11 @@ type Spec struct {
 	// cluster can pull them (a registry, or the nodes of a kind or k3d cluster) before any pod
 	// asks; the published reference then overrides Images.
 	Archives map[string]string
-	// Env is af's own environment (os.Getenv), read for database.url_from.
+	// Getenv is af's own environment (os.Getenv), read for database.url_from.
 	Getenv func(string) string
+	// Holder says who runs this up (a workflow run and its commit; empty: this process on this
+	// machine): a second up of the same environment waits for it, naming it.
+	Holder string
 }
 
 // Result is what Up did.

@@ -66,6 +66,7 @@ var Vars = []Var{
 	{Name: "AF_REGISTRY_PULL_USERNAME", Meaning: "with AF_REGISTRY_PULL_PASSWORD: a pull-only credential for runtime.registry, written into each environment as the pods' image pull secret instead of the push credentials", Default: "—"},
 	{Name: "AF_REGISTRY_PULL_PASSWORD", Meaning: "see AF_REGISTRY_PULL_USERNAME", Default: "—"},
 	{Name: "AF_REGISTRY_PUSH_ONLY", Meaning: "1: the credentials af pushes with are never written into the cluster; without a pull credential no pull secret is written (the action sets it: its push credential may be the job's token)", Default: "unset"},
+	{Name: "AF_WRITER_WAIT", Meaning: "how long af up waits for another af up of the same environment to finish (it holds the environment's writer lease) before refusing with AF-RUN-057; 0 refuses at once", Default: "10m"},
 	{Name: "AF_REQUIRE_BOUNDED_CREDENTIAL", Meaning: "1: af up refuses (AF-RUN-056) a credential the API server would let create a namespace without af's label or pods in kube-system; unset: it warns and goes on", Default: "unset (warn)"},
 	{Name: "AF_CLUSTER_CIDRS", Meaning: "comma-separated ranges of the cluster (pods, Services, nodes) added to those af discovers; the sidecar never reaches them", Default: "discovered"},
 	{Name: "GITHUB_REPOSITORY", Meaning: "OWNER/NAME, the repository environments are named and labelled for (with --pr)", Default: ""},
@@ -196,6 +197,19 @@ func Kubernetes(getenv func(string) string, context string, progress afruntime.P
 			o.Watch = -1
 		default:
 			o.Watch = d
+		}
+	}
+	if v := getenv("AF_WRITER_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if v == "0" {
+			d, err = 0, nil
+		}
+		if err != nil || d < 0 {
+			return o, failure.Newf(failure.UsageInvalid, "AF_WRITER_WAIT=%q: a duration like 10m, or 0 to refuse at once while another af up holds the environment", v)
+		}
+		o.WriterWait = d
+		if d == 0 {
+			o.WriterWait = -1 // the runtime's zero is its default
 		}
 	}
 	switch v := getenv("AF_REQUIRE_BOUNDED_CREDENTIAL"); v {

@@ -278,7 +278,16 @@ func Conclusion(f *Facts) string {
 	case Skipped:
 		return "neutral"
 	}
+	if f.Removed() {
+		return "cancelled"
+	}
 	return "failure"
+}
+
+// Removed reports whether the run ended because its environment was removed while it ran
+// (AF-RUN-058): the remover's report stands, and this run's is no failure of the change.
+func (f *Facts) Removed() bool {
+	return f.Failure != nil && f.Failure.Code == failure.EnvironmentRemoved.Code
 }
 
 // CheckOutput renders the check run's title, summary and text.

@@ -100,6 +100,9 @@ type Options struct {
 	Watch time.Duration
 	// Timeouts; zero uses the defaults.
 	SidecarTimeout, ProbeTimeout, MigrationTimeout, ReadyTimeout, DownTimeout time.Duration
+	// WriterWait is how long af up waits for another af up of the same environment to finish
+	// (writer.go); zero is DefaultWriterWait, negative refuses at once.
+	WriterWait time.Duration
 	// Progress receives what the runtime is doing.
 	Progress afruntime.Progress
 	// Now is the clock (tests); nil is time.Now.
@@ -160,6 +163,12 @@ func New(o Options) *Runtime {
 	def(&o.MigrationTimeout, 10*time.Minute)
 	def(&o.ReadyTimeout, 5*time.Minute)
 	def(&o.DownTimeout, 3*time.Minute)
+	switch { // negative: no wait at all (AF_WRITER_WAIT=0)
+	case o.WriterWait == 0:
+		o.WriterWait = DefaultWriterWait
+	case o.WriterWait < 0:
+		o.WriterWait = 0
+	}
 	if o.URLScheme == "" {
 		o.URLScheme = "https"
 	}

@@ -13,7 +13,19 @@ import (
 // Up brings the environment up, in the order the design fixes: refuse what cannot work,
 // namespace, policies, sidecar, probe, migrations, services, readiness.
 func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.Result, err error) {
-	defer func() { err = interrupted(ctx, "bringing environment "+spec.ID+" up", err) }()
+	parent := ctx
+	var writer *writerHold // from the namespace step on: this run is the environment's one writer
+	defer func() {
+		if writer != nil {
+			// A removal wins over whatever the step that met it made of it (a probe that got
+			// no answer, an object not found): the environment is gone, and this run says so.
+			if err != nil && writer.removed() {
+				err = removedError(writer.t)
+			}
+			writer.release()
+		}
+		err = interrupted(parent, "bringing environment "+spec.ID+" up", err)
+	}()
 	if err := r.refuse(spec); err != nil {
 		return nil, err
 	}
@@ -107,6 +119,11 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			if err := r.ensureNamespace(ctx, t, spec); err != nil {
 				return false, err
 			}
+			var err error
+			if writer, err = r.holdWriter(ctx, t, spec.Holder); err != nil {
+				return false, err
+			}
+			ctx = writer.ctx // every later step ends when the environment is removed
 			resolver, err := r.resolver(ctx, t)
 			if err != nil {
 				return false, err
