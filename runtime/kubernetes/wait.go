@@ -391,6 +391,20 @@ func (r *Runtime) waitPod(ctx context.Context, t *target, name string, timeout t
 	return pod, err
 }
 
+// podState says in a few words what a pod is doing: not scheduled (and why), pending, or
+// running.
+func podState(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return "not scheduled: " + c.Message
+		}
+	}
+	if p.Status.Phase == corev1.PodPending || p.Status.Phase == "" {
+		return "pending"
+	}
+	return strings.ToLower(string(p.Status.Phase))
+}
+
 // waitJob waits for a migration Job to succeed or fail.
 func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, timeout time.Duration) error {
 	jobs := t.c.cs.BatchV1().Jobs(t.ns)
@@ -406,8 +420,9 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	ch := watchChanges(wctx, jobWatch(t, name), podsWatch(t, metav1.ListOptions{LabelSelector: "job-name=" + name}))
+	state := "starting" // what its pod is doing, as the progress says it
 	err := pollOn(ctx, timeout, ch, func(el time.Duration) {
-		r.progress(ctx).Printf("  migration of %s: running (%s)", service, el)
+		r.progress(ctx).Printf("  migration of %s: %s (%s)", service, state, el)
 	}, func() (bool, error) {
 		j, err := jobs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -436,6 +451,7 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
+			state = podState(p)
 			if err := pullFailed(r.withPullCause(ctx, t, p)); err != nil {
 				return false, err // an image that cannot be pulled: the migration never starts
 			}
