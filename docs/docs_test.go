@@ -455,7 +455,7 @@ var ciNeeds = []struct {
 	{"", "pods/log", []string{"get"}, "the probe's verdict and a failed pod's lines (probe.go, wait.go)"},
 	{"", "pods/portforward", []string{"get", "create"}, "the sidecar's refusals for the comment (forward.go): WebSocket get (and create from 1.35), SPDY create"},
 	{"", "events", []string{"list"}, "why an image pull backs off (wait.go)"},
-	{"coordination.k8s.io", "leases", []string{"get", "create", "update", "delete"}, "the environment's writer lease: one af up at a time (writer.go)"},
+	{"coordination.k8s.io", "leases", []string{"get", "list", "create", "update", "delete"}, "the environment's writer lease: one af up at a time (writer.go); across namespaces, the capacity preflight counts what runs going on ask (preflight.go)"},
 }
 
 // deployObjects decodes every object of deploy/ci/*.yaml with client-go's scheme: a field

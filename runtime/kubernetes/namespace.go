@@ -20,22 +20,22 @@ import (
 
 // ensureNamespace creates the namespace with its labels in one call, or reuses it when af made
 // it for this repository; anything else is refused untouched.
-func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime.Spec) error {
+func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime.Spec) (created bool, err error) {
 	nss := t.c.cs.CoreV1().Namespaces()
 	for attempt := 0; ; attempt++ {
 		ns, err := nss.Get(ctx, t.ns, metav1.GetOptions{})
 		if err == nil {
 			if err := owned(&ns.ObjectMeta, spec.Repository); err != nil {
-				return err
+				return false, err
 			}
 			if ns.DeletionTimestamp != nil || ns.Status.Phase == corev1.NamespaceTerminating {
-				return failure.Newf(failure.StillTerminating, "namespace %s is being deleted (since %s)", t.ns, ns.DeletionTimestamp.Format(time.RFC3339))
+				return false, failure.Newf(failure.StillTerminating, "namespace %s is being deleted (since %s)", t.ns, ns.DeletionTimestamp.Format(time.RFC3339))
 			}
 			r.progress(ctx).Printf("namespace %s exists and is af's: reusing it", t.ns)
-			return nil
+			return false, nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return apiError(t.c, "reading namespace "+t.ns, err)
+			return false, apiError(t.c, "reading namespace "+t.ns, err)
 		}
 		var exp time.Time
 		if ttl, err := t.m.Runtime.TTL.Value(); err == nil && ttl > 0 {
@@ -47,11 +47,23 @@ func (r *Runtime) ensureNamespace(ctx context.Context, t *target, spec afruntime
 			continue // created meanwhile: judge it like any existing one
 		}
 		if err != nil {
-			return apiError(t.c, "creating namespace "+t.ns, err)
+			return false, apiError(t.c, "creating namespace "+t.ns, err)
 		}
 		r.progress(ctx).Printf("namespace %s created (%s=true, environment %s)", t.ns, LabelManaged, t.id)
-		return nil
+		return true, nil
 	}
+}
+
+// dropNamespace deletes the namespace this run made, when it stopped before any workload: a
+// refusal leaves nothing behind. It does not wait; af down would.
+func (r *Runtime) dropNamespace(ctx context.Context, t *target) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := t.c.cs.CoreV1().Namespaces().Delete(ctx, t.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		r.progress(ctx).Printf("namespace %s made by this run could not be removed (%v): af down removes it", t.ns, err)
+		return
+	}
+	r.progress(ctx).Printf("namespace %s made by this run removed", t.ns)
 }
 
 // NamespaceLabels are the labels and annotations of an environment's namespace: af's mark

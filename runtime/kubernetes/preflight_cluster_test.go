@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/runtime/kubernetes/capacity"
 )
 
 // TestPreflightOnTheCluster: the capacity preflight against the real cluster's nodes and pods:
@@ -170,6 +172,12 @@ func TestPreflightOnTheCluster(t *testing.T) {
 	if _, err := lrt.Up(ctx, afruntime.Spec{Ref: ref}); err != nil {
 		t.Fatalf("af up without permission to list nodes: want it to go on, got %v", err)
 	}
+	// Nor leases (a role from before af held environments): it goes on, saying what it cannot keep out.
+	mu.Lock()
+	if !strings.Contains(strings.Join(said, "\n"), "may not read leases in af-env-preflight-rbac, so this run does not hold the environment") {
+		t.Errorf("af up with an identity that may not read leases did not say it holds nothing")
+	}
+	mu.Unlock()
 	if err := lrt.Down(ctx, ref); err != nil {
 		t.Errorf("af down with the same identity: %v", err)
 	}
@@ -196,5 +204,81 @@ func TestPreflightOnTheCluster(t *testing.T) {
 	}
 	if _, err := f.kube.CoreV1().Namespaces().Get(ctx, "af-env-preflight-rbac-cidr", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the refused up created its namespace (%v)", err)
+	}
+}
+
+// TestConcurrentUpsBeyondTheNode: four af up at once of environments that each ask about 42%
+// of the CPU the node has free: those that fit come up contained; the others are refused by
+// the capacity preflight (AF-RUN-047, naming the environments being brought up) before any
+// pod of theirs, leaving no namespace, instead of waiting minutes for CPU that is not there.
+// Alone: it sizes its environments by what the node has free.
+func TestConcurrentUpsBeyondTheNode(t *testing.T) {
+	f := setup(t)
+	ctx := ctxFor(t, 10*time.Minute)
+	rt := f.runtime(t)
+	tally := capacity.NewTally()
+	nodes, err := f.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range nodes.Items {
+		tally.AddNode(&nodes.Items[i])
+	}
+	pods, err := f.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		tally.AddPod(&pods.Items[i])
+	}
+	var free int64
+	for _, n := range tally.Free() {
+		free += n.Free.MilliCPU
+	}
+	sidecar := rt.asks(small(t, map[string]*manifest.Service{"s": {}})).MilliCPU
+	each := free * 42 / 100
+	cpu := each - sidecar
+	if cpu < 20 {
+		t.Fatalf("the node has %dm CPU free: too little to size the environments (the sidecar asks %dm)", free, sidecar)
+	}
+	t.Logf("the node has %dm CPU free; each environment asks %dm (%dm for its service, %dm its sidecar)", free, each, cpu, sidecar)
+	type outcome struct {
+		id  string
+		res *afruntime.Result
+		err error
+	}
+	out := make(chan outcome, 4)
+	for i := 1; i <= 4; i++ {
+		ref := afruntime.Ref{ID: fmt.Sprintf("beyond-%d", i), Manifest: small(t, map[string]*manifest.Service{"s": {
+			Command:   manifest.Command{Exec: []string{"aftool", "serve"}},
+			Resources: &manifest.Resources{CPU: manifest.Quantity(fmt.Sprintf("%dm", cpu)), Memory: "16Mi"},
+		}})}
+		down(t, rt, ref)
+		go func() {
+			res, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+			out <- outcome{ref.ID, res, err}
+		}()
+	}
+	var up, refused int
+	for range 4 {
+		o := <-out
+		switch {
+		case o.err == nil && o.res.Probe != nil && o.res.Probe.Verdict == "contained":
+			up++
+		case errors.Is(o.err, failure.CapacityShort):
+			refused++
+			if !strings.Contains(o.err.Error(), "being brought up") {
+				t.Errorf("%s: refused without naming the environments being brought up: %v", o.id, o.err)
+			}
+			ns, err := f.kube.CoreV1().Namespaces().Get(ctx, "af-env-"+o.id, metav1.GetOptions{})
+			if err == nil && ns.DeletionTimestamp == nil {
+				t.Errorf("%s: refused, but its namespace is left", o.id)
+			}
+		default:
+			t.Errorf("%s: %v, want contained or refused by the capacity preflight", o.id, o.err)
+		}
+	}
+	if up < 1 || up > 2 || refused < 2 {
+		t.Errorf("%d came up and %d were refused, want 1 or 2 up (two fit what is free) and the others refused", up, refused)
 	}
 }

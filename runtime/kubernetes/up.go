@@ -86,7 +86,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		run        func() (recorded bool, err error)
 	}{
 		{"credential", false, func() (bool, error) { return true, r.checkCredential(ctx, t) }},
-		{"capacity preflight", false, func() (bool, error) { return true, r.preflight(ctx, t) }},
+		{"capacity preflight", false, func() (bool, error) { return true, r.preflight(ctx, t, nil) }},
 		{"images", false, func() (bool, error) {
 			var err error
 			if proxyImage, err = r.publishImages(ctx, t, spec.Archives, images); err != nil {
@@ -116,14 +116,29 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 			return ingressCtl != nil, err
 		}},
 		{"namespace and policies", false, func() (bool, error) {
-			if err := r.ensureNamespace(ctx, t, spec); err != nil {
+			created, err := r.ensureNamespace(ctx, t, spec)
+			if err != nil {
 				return false, err
 			}
-			var err error
-			if writer, err = r.holdWriter(ctx, t, spec.Holder); err != nil {
+			if writer, err = r.holdWriter(ctx, t, spec.Holder, r.asks(t.m)); err != nil {
 				return false, err
 			}
-			ctx = writer.ctx // every later step ends when the environment is removed
+			if writer != nil {
+				ctx = writer.ctx // every later step ends when the environment is removed
+			}
+			// Again, now that this run's lease says what it asks: of runs started together, the
+			// first that fit go on; the others stop here, before any pod, and leave no namespace
+			// they made.
+			if err := r.preflight(ctx, t, writer); err != nil {
+				if created {
+					if w := writer; w != nil {
+						writer = nil // this run removes its namespace: no removal to report
+						w.release()
+					}
+					r.dropNamespace(ctx, t)
+				}
+				return false, err
+			}
 			resolver, err := r.resolver(ctx, t)
 			if err != nil {
 				return false, err

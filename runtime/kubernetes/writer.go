@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/runtime/kubernetes/capacity"
 )
 
 // WriterLease is the Lease an af up holds in its environment's namespace.
@@ -45,6 +46,11 @@ var (
 	errWriterLost = errors.New("another run took the environment's writer lease")
 )
 
+// AnnotationRequests, on a writer lease, is what its run's environment asks of the nodes in
+// all (CPU in millicores, memory in bytes: "cpu=1500 memory=268435456"): the capacity
+// preflight of the runs that start after it counts it until its pods are placed.
+const AnnotationRequests = "dev.antifailure.requests"
+
 // writerHold is a held writer lease. ctx ends when the environment is removed or the lease
 // lost (its cause says which), or when release is called.
 type writerHold struct {
@@ -53,12 +59,15 @@ type writerHold struct {
 	done     chan struct{}
 	t        *target
 	identity string
+	acquired time.Time // when it was taken, by this run's clock (written as the lease's acquireTime)
 	once     sync.Once
 }
 
 // holdWriter takes the environment's writer lease for holder (who runs this up: a workflow
-// run and its commit, or a user on a machine), waiting while another run holds it.
-func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*writerHold, error) {
+// run and its commit, or a user on a machine), waiting while another run holds it. An
+// identity that may not read leases gets no hold (nil, and no error), said on the progress.
+func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string, requests capacity.Size) (*writerHold, error) {
+	ann := map[string]string{AnnotationRequests: fmt.Sprintf("cpu=%d memory=%d", requests.MilliCPU, requests.Memory)}
 	if holder == "" {
 		host, _ := os.Hostname()
 		holder = fmt.Sprintf("af up (pid %d on %s)", os.Getpid(), host)
@@ -71,6 +80,7 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*wr
 	start := r.opts.Now()
 	p := r.progress(ctx)
 	var (
+		acquired time.Time
 		seenRV   string    // the lease's record as last seen
 		seenAt   time.Time // when it last changed, by this clock
 		said     string
@@ -84,7 +94,7 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*wr
 		case apierrors.IsNotFound(err):
 			mt := metav1.NewMicroTime(now)
 			_, err = leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: WriterLease, Labels: map[string]string{LabelManagedBy: "af"}},
+				ObjectMeta: metav1.ObjectMeta{Name: WriterLease, Labels: map[string]string{LabelManagedBy: "af"}, Annotations: ann},
 				Spec:       coordinationv1.LeaseSpec{HolderIdentity: &identity, LeaseDurationSeconds: &duration, AcquireTime: &mt, RenewTime: &mt},
 			}, metav1.CreateOptions{FieldManager: FieldManager})
 			if apierrors.IsAlreadyExists(err) {
@@ -93,6 +103,11 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*wr
 			if err != nil {
 				return nil, r.writerError(ctx, t, "taking the environment's writer lease", err)
 			}
+		case apierrors.IsForbidden(err):
+			// An identity made before af held environments (an older deploy/ci): af goes on as
+			// it did then, saying what it cannot keep out.
+			p.Printf("context %q may not read leases in %s, so this run does not hold the environment: another af up of it at the same time is not kept out, nor an af down seen (apply deploy/ci/ of this version)", t.c.context, t.ns)
+			return nil, nil
 		case err != nil:
 			return nil, r.writerError(ctx, t, "reading the environment's writer lease", err)
 		default:
@@ -124,6 +139,10 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*wr
 			}
 			mt := metav1.NewMicroTime(now)
 			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &identity, &duration, &mt, &mt
+			if l.Annotations == nil {
+				l.Annotations = map[string]string{}
+			}
+			l.Annotations[AnnotationRequests] = ann[AnnotationRequests]
 			if _, err = leases.Update(ctx, l, metav1.UpdateOptions{FieldManager: FieldManager}); apierrors.IsConflict(err) {
 				continue
 			}
@@ -131,13 +150,14 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string) (*wr
 				return nil, r.writerError(ctx, t, "taking the environment's writer lease", err)
 			}
 		}
+		acquired = now
 		break
 	}
 	if said != "" {
 		p.Printf("environment %s: the other run is done; this one goes on (waited %s)", t.id, r.opts.Now().Sub(start).Round(time.Second))
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
-	w := &writerHold{ctx: wctx, cancel: cancel, done: make(chan struct{}), t: t, identity: identity}
+	w := &writerHold{ctx: wctx, cancel: cancel, done: make(chan struct{}), t: t, identity: identity, acquired: acquired}
 	go w.keep(r)
 	return w, nil
 }
@@ -247,4 +267,13 @@ func namespaceGone(ctx context.Context, t *target) (bool, error) {
 
 func removedError(t *target) error {
 	return failure.Newf(failure.EnvironmentRemoved, "environment %s (namespace %s) was removed while af up ran (af down, the pull request closed, or the reaper)", t.id, t.ns)
+}
+
+// parseRequests reads a writer lease's AnnotationRequests; false when it holds none.
+func parseRequests(v string) (capacity.Size, bool) {
+	var s capacity.Size
+	if _, err := fmt.Sscanf(v, "cpu=%d memory=%d", &s.MilliCPU, &s.Memory); err != nil {
+		return capacity.Size{}, false
+	}
+	return s, true
 }

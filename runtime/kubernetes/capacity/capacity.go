@@ -79,6 +79,7 @@ type Node struct {
 type Tally struct {
 	nodes    map[string]*tallyNode
 	excluded []string
+	reserved Size // asked for by runs going on whose pods are not placed yet (Reserve)
 }
 
 type tallyNode struct {
@@ -134,7 +135,16 @@ func (t *Tally) AddPod(p *corev1.Pod) {
 	tn.used = tn.used.Add(Requests(&p.Spec))
 }
 
-// Free returns each usable node's free capacity (never below zero), sorted by name.
+// Reserve records what other environments being brought up will ask for beyond what their
+// pods already hold on a node: Free takes it from the nodes with the most room, as the
+// scheduler would place it.
+func (t *Tally) Reserve(s Size) { t.reserved = t.reserved.Add(Size{max(s.MilliCPU, 0), max(s.Memory, 0)}) }
+
+// Reserved is what Reserve recorded.
+func (t *Tally) Reserved() Size { return t.reserved }
+
+// Free returns each usable node's free capacity (never below zero), less what is reserved,
+// sorted by name.
 func (t *Tally) Free() []Node {
 	out := make([]Node, 0, len(t.nodes))
 	for name, tn := range t.nodes {
@@ -145,6 +155,22 @@ func (t *Tally) Free() []Node {
 		free = Size{max(free.MilliCPU, 0), max(free.Memory, 0)}
 		out = append(out, Node{Name: name, Free: free})
 	}
+	// The reservation, from the roomiest node down, one dimension at a time.
+	left := t.reserved
+	take := func(room func(*Node) *int64, want *int64) {
+		order := make([]int, len(out))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return *room(&out[order[a]]) > *room(&out[order[b]]) })
+		for _, i := range order {
+			n := min(*want, *room(&out[i]))
+			*room(&out[i]) -= n
+			*want -= n
+		}
+	}
+	take(func(n *Node) *int64 { return &n.Free.MilliCPU }, &left.MilliCPU)
+	take(func(n *Node) *int64 { return &n.Free.Memory }, &left.Memory)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -244,6 +270,9 @@ func Check(nodes []Node, instances []Instance) *Shortfall {
 	}
 	return nil
 }
+
+// Format writes one dimension of a size as Kubernetes quantities are written (500m, 64Mi).
+func Format(dim string, v int64) string { return format(dim, v) }
 
 // Describe summarises free capacity for progress output.
 func Describe(nodes []Node) string {

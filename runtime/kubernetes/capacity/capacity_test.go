@@ -97,6 +97,25 @@ func TestTally(t *testing.T) {
 	}
 }
 
+// What runs going on will ask for is taken from the roomiest nodes first, never below zero.
+func TestTallyReserve(t *testing.T) {
+	tl := NewTally()
+	tl.AddNode(node("a", "2", "4Gi", true, false))
+	tl.AddNode(node("b", "1", "1Gi", true, false))
+	tl.Reserve(Size{MilliCPU: 2500, Memory: 4 << 30})
+	tl.Reserve(Size{MilliCPU: -5}) // nothing: a reservation its pods already cover
+	if got, want := fmt.Sprint(tl.Free()), "[{a {0 0}} {b {500 1073741824}}]"; got != want {
+		t.Errorf("free: %s, want %s", got, want)
+	}
+	if tl.Reserved() != (Size{2500, 4 << 30}) {
+		t.Errorf("reserved %+v", tl.Reserved())
+	}
+	tl.Reserve(Size{MilliCPU: 10000, Memory: 10 << 30})
+	if got, want := fmt.Sprint(tl.Free()), "[{a {0 0}} {b {0 0}}]"; got != want {
+		t.Errorf("free when more is reserved than there is: %s, want %s", got, want)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	nodes := []Node{{"a", Size{1000, 2 << 30}}, {"b", Size{500, 4 << 30}}}
 	for _, c := range []struct {
