@@ -27,7 +27,7 @@ if git rev-parse -q --verify "refs/tags/$version" >/dev/null; then
 fi
 repo=${AF_RELEASE_REPOSITORY:-ghcr.io/antifailure/af}
 
-make -s build VERSION="$version" >/dev/null
+CGO_ENABLED=0 make -s build VERSION="$version" >/dev/null # static, whatever the caller exported
 source_commit=$(git rev-parse HEAD)
 pinned=$(bin/af engine-image --action --push "$repo:$version")
 [[ $pinned =~ ^[^[:space:]]+@sha256:[0-9a-f]{64}$ ]] || die "the push printed '$pinned', not a reference by digest"
