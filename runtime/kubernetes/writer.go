@@ -136,6 +136,7 @@ func (r *Runtime) holdWriter(ctx context.Context, t *target, holder string, requ
 			}
 			if other != "" {
 				p.Printf("environment %s: %s stopped renewing its hold %s ago; taking it over", t.id, other, now.Sub(seenAt).Round(time.Second))
+				said = "" // said just now
 			}
 			mt := metav1.NewMicroTime(now)
 			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = &identity, &duration, &mt, &mt
