@@ -138,7 +138,9 @@ func (t *Tally) AddPod(p *corev1.Pod) {
 // Reserve records what other environments being brought up will ask for beyond what their
 // pods already hold on a node: Free takes it from the nodes with the most room, as the
 // scheduler would place it.
-func (t *Tally) Reserve(s Size) { t.reserved = t.reserved.Add(Size{max(s.MilliCPU, 0), max(s.Memory, 0)}) }
+func (t *Tally) Reserve(s Size) {
+	t.reserved = t.reserved.Add(Size{max(s.MilliCPU, 0), max(s.Memory, 0)})
+}
 
 // Reserved is what Reserve recorded.
 func (t *Tally) Reserved() Size { return t.reserved }
