@@ -19,11 +19,11 @@ import (
 
 	"github.com/sethvargo/go-githubactions"
 
-	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/preview"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -284,16 +284,7 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	}
 	ref = r.adopt(ctx, rt, ref)
 	spec := afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv, Holder: r.holder()}
-	res, err := rt.Up(afruntime.WithProgress(ctx, r.logf), spec)
-	if errors.Is(err, afruntime.ErrOtherRepository) && r.in.Environment == "" && r.ev.PullRequest > 0 {
-		// Another repository of the same name has the short id on this cluster: this one's
-		// environment carries its owner.
-		if spec.ID, err = envid.ForPullRequestOfOwner(r.repo, r.ev.PullRequest); err != nil {
-			return nil, err
-		}
-		r.logf("another repository named like %s has %s on this cluster: this pull request's environment is %s", r.repo, ref.ID, spec.ID)
-		res, err = rt.Up(afruntime.WithProgress(ctx, r.logf), spec)
-	}
+	res, spec, err := preview.Up(afruntime.WithProgress(ctx, r.logf), rt, spec, r.logf)
 	ref = spec.Ref
 	// What the sidecar refused matters most when the environment failed: it is read either way.
 	bctx, cancel := afterwards(ctx)

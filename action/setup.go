@@ -16,6 +16,7 @@ import (
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
 	afruntime "github.com/antifailure/af/runtime"
+	"github.com/antifailure/af/preview"
 	"github.com/antifailure/af/settings"
 )
 
@@ -158,27 +159,16 @@ func (r *run) target() (afruntime.Ref, afruntime.Runtime, error) {
 	return r.adopt(context.Background(), rt, ref), rt, nil
 }
 
-// lister is a runtime that lists environments by their labels (the kubernetes runtime).
-type lister interface {
-	Environments(ctx context.Context, f afruntime.Filter) ([]afruntime.Environment, error)
-}
-
-// adopt names a pull request's environment as the cluster has it: the id af gave it before,
-// found by its repository and number, which carries the owner when another repository of the
-// same name had the short id first. ref as it is when there is none, or the runtime cannot
-// list.
+// adopt names a pull request's environment as the cluster has it (preview.Adopt): the id af
+// gave it before, which carries the owner when another repository of the same name had the
+// short id first. An environment input is the environment's name as given.
 func (r *run) adopt(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref) afruntime.Ref {
-	l, ok := rt.(lister)
-	if !ok || r.in.Environment != "" || r.ev.PullRequest == 0 {
+	if r.in.Environment != "" {
 		return ref
 	}
-	envs, err := l.Environments(ctx, afruntime.Filter{Repository: r.repo, PullRequest: r.ev.PullRequest})
-	if err != nil || len(envs) != 1 {
-		return ref
+	ref, said := preview.Adopt(ctx, preview.ListerOf(rt), ref, r.ev.PullRequest)
+	if said != "" {
+		r.logf("%s", said)
 	}
-	if envs[0].ID != ref.ID {
-		r.logf("pull request #%d's environment is %s (namespace %s)", r.ev.PullRequest, envs[0].ID, envs[0].Namespace)
-	}
-	ref.ID = envs[0].ID
 	return ref
 }

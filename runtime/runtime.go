@@ -36,6 +36,12 @@ type Runtime interface {
 	Inventory(ctx context.Context) ([]Resource, error)
 }
 
+// Lister finds environments by what af recorded on them (repository, pull request): the
+// runtimes that keep environments findable after the run that made them (kubernetes).
+type Lister interface {
+	Environments(ctx context.Context, f Filter) ([]Environment, error)
+}
+
 // Capabilities says what a runtime provides. Consumers check it instead of the runtime's name.
 type Capabilities struct {
 	// Ingress: web services get a preview URL when the manifest sets a domain.

@@ -4,6 +4,7 @@
 package envtarget
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/preview"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 	"github.com/antifailure/af/version"
@@ -61,8 +63,10 @@ func (fl *Flags) Ref(f *factory.Factory, m *manifest.Manifest) (afruntime.Ref, e
 }
 
 // Resolve reads the manifest, names the environment from the flags and builds the runtime the
-// manifest asks for: what af up, af down and af status each do first.
-func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, error) {
+// manifest asks for: what af up, af down and af status each do first. A pull request's
+// environment (--pr) is named as the cluster has it (preview.Adopt): the id the action gave
+// it, owner-qualified or not.
+func (fl *Flags) Resolve(ctx context.Context, f *factory.Factory) (afruntime.Runtime, afruntime.Ref, error) {
 	m, err := f.ValidManifest()
 	if err != nil {
 		return nil, afruntime.Ref{}, err
@@ -71,12 +75,20 @@ func (fl *Flags) Resolve(f *factory.Factory) (afruntime.Runtime, afruntime.Ref, 
 	if err != nil {
 		return nil, ref, err
 	}
+	var rt afruntime.Runtime
 	if f.Runtime == nil {
-		rt, err := Runtime(f, m)
+		rt, err = Runtime(f, m)
+	} else {
+		rt, err = f.Runtime(m)
+	}
+	if err != nil || fl.PR == 0 {
 		return rt, ref, err
 	}
-	rt, err := f.Runtime(m)
-	return rt, ref, err
+	ref, said := preview.Adopt(ctx, preview.ListerOf(rt), ref, fl.PR)
+	if said != "" {
+		Progress(f).Printf("%s", said)
+	}
+	return rt, ref, nil
 }
 
 // Runtime returns the runtime the manifest asks for, with the options af's environment gives

@@ -22,7 +22,7 @@ then waits until it is gone. If something holds it, the error names the finalize
 environment that does not exist succeeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}

@@ -47,7 +47,7 @@ Each takes -o json.`,
 // with opens the link to the environment's sidecar and runs use with a client of its
 // control API, closing the link after.
 func with(cmd *cobra.Command, f *factory.Factory, fl *envtarget.Flags, name string, use func(ctx context.Context, c *control.Client, names *afruntime.Namer) error) error {
-	rt, ref, err := fl.Resolve(f)
+	rt, ref, err := fl.Resolve(cmd.Context(), f)
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ On Kubernetes the lines come through the API server (pods/log in the environment
 			if o.Tail < 0 {
 				return failure.Newf(failure.UsageInvalid, "--tail %d: a number of lines, 0 for all", o.Tail)
 			}
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}

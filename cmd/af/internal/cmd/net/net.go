@@ -69,7 +69,7 @@ in the sidecar's own format, and the summary goes to stderr.`,
 					}
 				}
 			}
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}

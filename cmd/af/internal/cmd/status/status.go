@@ -28,7 +28,7 @@ The watch line is containment now: after af up the probe stays and checks every 
 the routes that got out, or why nothing can say (stale, stopped, absent). In -o json: "watch".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}

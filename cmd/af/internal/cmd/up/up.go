@@ -16,6 +16,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/preview"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )
@@ -44,7 +45,7 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE 
   af up --pr 42 --repo acme/shop -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
@@ -61,7 +62,7 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE 
 			}
 			envtarget.Progress(f).Printf("engine image (sidecar, gate, probe): %s", envtarget.EngineImage(f))
 			start := time.Now()
-			res, err := rt.Up(cmd.Context(), afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Archives: tars, Getenv: f.Getenv})
+			res, _, err := preview.Up(cmd.Context(), rt, afruntime.Spec{Ref: ref, PullRequest: fl.PR, Images: imgs, Archives: tars, Getenv: f.Getenv}, envtarget.Progress(f))
 			if err != nil {
 				if res != nil && res.Probe != nil && !f.IO.JSON() {
 					render.Probe(f.IO.Out, res.Probe)

@@ -20,6 +20,9 @@ func TestUpAsksTheRuntime(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	calls := rt.Calls()
+	if len(calls) == 2 && calls[0].Method == "Environments" {
+		calls = calls[1:] // the pull request's environment looked up first: there is none
+	}
 	if len(calls) != 1 || calls[0].Method != "Up" || calls[0].Ref.ID != "shop-pr-7" || calls[0].Spec.PullRequest != 7 ||
 		calls[0].Ref.Repository != "acme/shop" || calls[0].Spec.Images["api"] != "r/api@sha256:1" {
 		t.Fatalf("calls %+v", calls)

@@ -74,7 +74,7 @@ AF-RUN-055 otherwise.`,
 			if err != nil {
 				return failure.Newf(failure.UsageInvalid, "--provider: %v", err)
 			}
-			rt, ref, err := fl.Resolve(f)
+			rt, ref, err := fl.Resolve(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
