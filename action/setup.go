@@ -15,8 +15,8 @@ import (
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/manifest"
-	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/preview"
+	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )
 
