@@ -16,7 +16,7 @@ import (
 type Intake struct {
 	pool    *Pool
 	leading atomic.Bool
-	// Timeout bounds the journal's write (default 10s: GitHub waits 10s for the answer).
+	// Timeout bounds the journal's write (default 8s: GitHub waits 10s for the answer).
 	Timeout time.Duration
 }
 

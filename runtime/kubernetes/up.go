@@ -10,8 +10,11 @@ import (
 	afruntime "github.com/antifailure/af/runtime"
 )
 
-// Up brings the environment up, in the order the design fixes: refuse what cannot work,
-// namespace, policies, sidecar, probe, migrations, services, readiness.
+// Up brings the environment up, step by step as docs/runtime.md ("af up, in order") gives
+// them: refuse what cannot work, the credential, the capacity preflight, images, the cluster's
+// ranges, the ingress controller, the namespace (held by this run: writer.go), ceilings and
+// policies, the sidecar and the probe beside the workloads held at their gates, the services
+// released in their order, the preview URLs.
 func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.Result, err error) {
 	parent := ctx
 	var writer *writerHold // from the namespace step on: this run is the environment's one writer
