@@ -38,13 +38,7 @@ func (s *suite) outsideBatch() *tried {
 	for i, p := range tg.TokenPaths {
 		attempts = append(attempts, Attempt{Name: fmt.Sprintf("token-%d", i), Kind: Read, Target: p})
 	}
-	attempts = append(attempts,
-		Attempt{Name: "cluster-dns", Kind: DNS, Target: tg.ClusterName, Server: tg.ClusterResolver},
-		Attempt{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
-	)
-	for i, a := range tg.Node {
-		attempts = append(attempts, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
-	}
+	attempts = append(attempts, insideCluster(tg)...)
 	return s.try("outside", s.h.TryOutside, attempts)
 }
 
@@ -119,13 +113,7 @@ func (s *suite) tryFromMain() (*tried, error) {
 	for i, a := range cross {
 		attempts = append(attempts, Attempt{Name: fmt.Sprintf("cross-%d", i), Kind: TCP, Target: a})
 	}
-	attempts = append(attempts,
-		Attempt{Name: "cluster-dns", Kind: DNS, Target: tg.ClusterName, Server: tg.ClusterResolver},
-		Attempt{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
-	)
-	for i, a := range tg.Node {
-		attempts = append(attempts, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
-	}
+	attempts = append(attempts, insideCluster(tg)...)
 	return s.try("main", func(ctx context.Context, a []Attempt) ([]Outcome, error) {
 		return s.h.Try(ctx, e.ref, "api", a)
 	}, attempts), nil
@@ -199,6 +187,19 @@ func indexed(m *tried, prefix string) []string {
 		if strings.HasPrefix(a.Name, prefix) {
 			out = append(out, a.Name)
 		}
+	}
+	return out
+}
+
+// insideCluster are the attempts every environment makes at the cluster's inside: its
+// resolver for a name of the cluster, the pod's IPv6 segment, and the node's ports.
+func insideCluster(tg Targets) []Attempt {
+	out := []Attempt{
+		{Name: "cluster-dns", Kind: DNS, Target: tg.ClusterName, Server: tg.ClusterResolver},
+		{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
+	}
+	for i, a := range tg.Node {
+		out = append(out, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
 	}
 	return out
 }
