@@ -255,7 +255,15 @@ func (r *run) notAdmitted(ctx context.Context, err error) {
 	if r.ev.Name == "pull_request_target" && r.policy().ForkPolicy == "label" {
 		facts.Reason += " A maintainer who has read the change adds the approval label; each new push needs it again."
 	}
-	r.prReport().skipped(ctx, facts)
+	if errors.Is(err, errRebuilt) {
+		// The approved build may be up: the comment keeps saying so; only this build's check
+		// run and the summary say it was not deployed.
+		if enabled(r.policy().Check) {
+			r.prReport().check(ctx, facts, nil)
+		}
+	} else {
+		r.prReport().skipped(ctx, facts)
+	}
 	r.summary(facts)
 }
 

@@ -2,6 +2,8 @@ package action
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -113,6 +115,10 @@ func (r *run) egress(ctx context.Context) []string {
 	return wide
 }
 
+// errRebuilt is the cause of a refusal of a build the approval does not cover, where the
+// approved build may still be running: the check run says so, the comment is left as it is.
+var errRebuilt = errors.New("another build of the approved commit")
+
 // bind ties an approval to the images it deploys (the fork path). The first deployment under
 // an approval records its images; a later build of the same commit whose images differ is not
 // deployed under that approval (ForkNotApproved): a maintainer approves again.
@@ -131,8 +137,8 @@ func (r *run) bind(ctx context.Context) error {
 	}
 	for _, p := range prior {
 		if p.Approval == b.Approval && !maps.Equal(p.Images, b.Images) {
-			return failure.Newf(failure.ForkNotApproved, "commit %s was deployed under the approval %s with other images (%s); this build's differ (%s), so that approval does not cover it: a maintainer who has read the change approves again (a new comment `/af approve %s`) and re-runs this deploy run",
-				r.ev.HeadSHA, r.approval.URL, imageList(p.Images), imageList(b.Images), r.ev.HeadSHA)
+			return failure.New(failure.ForkNotApproved, fmt.Sprintf("commit %s was deployed under the approval %s with other images (%s); this build's differ (%s), so that approval does not cover it and this build was not deployed (the preview keeps running the approved one): a maintainer who has read the change approves again (a new comment `/af approve %s`) and re-runs this deploy run",
+				r.ev.HeadSHA, r.approval.URL, imageList(p.Images), imageList(b.Images), r.ev.HeadSHA), errRebuilt)
 		}
 	}
 	if !enabled(r.policy().Deployment) {

@@ -327,9 +327,17 @@ func TestApprovalBindsItsImages(t *testing.T) {
 	if o, ups, log := deploy("web, first build"); ups != 1 || o.Err != nil {
 		t.Fatalf("the same images again were not deployed: %v\n%s", o.Err, log)
 	}
+	comments, checks := gh.Comments(11), gh.CheckRuns()
 	o, ups, log := deploy("web, rebuilt with something else in it")
 	if ups != 0 || o.Exit != 0 || !errors.Is(o.Err, failure.ForkNotApproved) || !strings.Contains(o.Err.Error(), "other images") {
 		t.Fatalf("a rebuild with other images: deployed %d, exit %d, err %v, want none, neutral, ForkNotApproved\n%s", ups, o.Exit, o.Err, log)
+	}
+	// The approved build still runs: the comment still says so; the rebuild's check run is neutral.
+	if c := gh.Comments(11); len(c) != len(comments) || c[len(c)-1].Body != comments[len(comments)-1].Body {
+		t.Errorf("the refused rebuild rewrote the comment:\n%s", c[len(c)-1].Body)
+	}
+	if cr := gh.CheckRuns(); len(cr) != len(checks)+1 || cr[len(cr)-1].Conclusion != "neutral" || !strings.Contains(cr[len(cr)-1].Summary, "keeps running the approved one") {
+		t.Errorf("check runs %+v, want one more, neutral, saying the approved build keeps running", cr)
 	}
 	gh.AddComment(11, "maint", "/af approve "+sha1)
 	if o, ups, log := deploy("web, rebuilt with something else in it"); ups != 1 || o.Err != nil {
