@@ -48,7 +48,7 @@ func (l *lines) has(s string) bool {
 }
 
 // TestOneWriterPerEnvironment: af up holds its environment while it runs. Tried as two pushes
-// one second apart would: while run A brings the environment up, run B (a short wait) refuses
+// one second apart would: while run A brings the environment up, run B (a one-second wait) refuses
 // with AF-RUN-057 naming A, and run C (the default wait) waits, naming A, then brings it up
 // itself, contained: never the false AF-RUN-043 of a probe judged by another run. A hold whose
 // run died (never renewed) is taken over. af down during an af up wins: the up ends with
@@ -59,7 +59,7 @@ func TestOneWriterPerEnvironment(t *testing.T) {
 	ctx := ctxFor(t, 12*time.Minute)
 	ref := afruntime.Ref{ID: "one-writer", Manifest: small(t, map[string]*manifest.Service{"s": {Command: manifest.Command{Exec: []string{"aftool", "serve"}}}})}
 	var la, lb, lc lines
-	rtA, rtB, rtC := f.runtime(t, la.with(t, "A")), f.runtime(t, lb.with(t, "B"), func(o *Options) { o.WriterWait = 3 * time.Second }), f.runtime(t, lc.with(t, "C"))
+	rtA, rtB, rtC := f.runtime(t, la.with(t, "A")), f.runtime(t, lb.with(t, "B"), func(o *Options) { o.WriterWait = time.Second }), f.runtime(t, lc.with(t, "C"))
 	down(t, rtA, ref)
 	ns := "af-env-" + ref.ID
 	leases := f.kube.CoordinationV1().Leases(ns)
@@ -87,15 +87,16 @@ func TestOneWriterPerEnvironment(t *testing.T) {
 	if l := held(); !strings.HasPrefix(*l.Spec.HolderIdentity, "run A (commit aaaaaaa) #") {
 		t.Fatalf("the lease is held by %q, want run A", *l.Spec.HolderIdentity)
 	}
-	_, errB := rtB.Up(ctx, afruntime.Spec{Ref: ref, Holder: "run B"})
-	if !errors.Is(errB, failure.EnvironmentBusy) || !strings.Contains(errB.Error(), "run A (commit aaaaaaa)") {
-		t.Errorf("run B while A holds the environment: want AF-RUN-057 naming run A, got %v", errB)
-	}
+	// C and B start while A holds the environment: C waits it out, B's wait is too short.
 	c := make(chan outcome, 1)
 	go func() {
 		res, err := rtC.Up(ctx, afruntime.Spec{Ref: ref, Holder: "run C"})
 		c <- outcome{res, err}
 	}()
+	_, errB := rtB.Up(ctx, afruntime.Spec{Ref: ref, Holder: "run B"})
+	if !errors.Is(errB, failure.EnvironmentBusy) || !strings.Contains(errB.Error(), "run A (commit aaaaaaa)") {
+		t.Errorf("run B while A holds the environment: want AF-RUN-057 naming run A, got %v", errB)
+	}
 	oa, oc := <-a, <-c
 	for who, o := range map[string]outcome{"A": oa, "C": oc} {
 		if o.err != nil {
