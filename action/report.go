@@ -189,8 +189,8 @@ func (r *run) annotations() []report.Annotation {
 // pods/portforward, leaves the comment without it and says so in the log (a warning when the
 // environment is up; after a failure the sidecar may never have started).
 func (r *run) blockedSoFar(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref, up bool) []report.BlockedHost {
-	obs, ok := rt.(afruntime.Observer)
-	if !ok || !rt.Capabilities().NetLog {
+	obs := rt.Observer()
+	if obs == nil || !rt.Capabilities().NetLog {
 		return nil
 	}
 	unread := func(err error) []report.BlockedHost {

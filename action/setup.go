@@ -166,7 +166,7 @@ func (r *run) adopt(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref
 	if r.in.Environment != "" {
 		return ref
 	}
-	ref, said := preview.Adopt(ctx, preview.ListerOf(rt), ref, r.ev.PullRequest)
+	ref, said := preview.Adopt(ctx, rt.Lister(), ref, r.ev.PullRequest)
 	if said != "" {
 		r.logf("%s", said)
 	}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/antifailure/af/app/clusterstore"
 	"log/slog"
 	"net/http"
 	"os"
@@ -32,7 +33,7 @@ type clusterFixture struct {
 	s    *standin
 	srv  *Server
 	// journal is the server's, in ConfigMaps of journalNS.
-	journal *kubernetes.Records
+	journal *clusterstore.Records
 }
 
 const journalNS = "af-app-journal-test"
@@ -66,7 +67,7 @@ func newClusterFixture(t *testing.T) *clusterFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), journalNS, metav1.DeleteOptions{}) })
-	fx.journal = fx.rt.Records(journalNS, "teardown")
+	fx.journal = clusterstore.NewRecords(fx.rt, journalNS, "teardown")
 	// The backoff outlasts an API server restart (about 40s here): 1s doubling to 10s, 12 tries.
 	fx.srv, err = New(Config{Secret: secret, Cluster: fx.rt, GitHub: fx.s.gh, Workers: 4, ReapInterval: time.Hour, Journal: fx.journal,
 		Attempts: 12, Base: time.Second, Max: 10 * time.Second, Log: slog.New(slog.NewTextHandler(testLog{t}, nil))})
@@ -301,7 +302,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		if w, err := asApp.Watch(ctx, afruntime.Ref{ID: "shop-pr-108", Namespace: "af-env-shop-pr-108", Repository: testRepo}); err != nil || w.State != afruntime.WatchAbsent {
 			t.Fatalf("the watch read as the App's service account: %v %+v", err, w)
 		}
-		journal := asApp.Records("af-system", "teardown")
+		journal := clusterstore.NewRecords(asApp, "af-system", "teardown")
 		recorded := false
 		x := &Teardowner{Cluster: asApp, GitHub: fx.s.gh, Hook: func(ns string, start bool) {
 			if start {
@@ -354,7 +355,7 @@ func TestAppOnTheCluster(t *testing.T) {
 		if !fx.gone("af-env-shop-pr-109") || report.IsGone(fx.s.Comments(109)[0].Body) {
 			t.Fatal("want the namespace gone and the comment not yet rewritten")
 		}
-		cms, err := fx.kube.CoreV1().ConfigMaps(journalNS).List(context.Background(), metav1.ListOptions{LabelSelector: kubernetes.LabelRecord + "=teardown"})
+		cms, err := fx.kube.CoreV1().ConfigMaps(journalNS).List(context.Background(), metav1.ListOptions{LabelSelector: clusterstore.LabelRecord + "=teardown"})
 		if err != nil || len(cms.Items) != 1 {
 			t.Fatalf("journal ConfigMaps after shutdown: %v, %v", cms, err)
 		}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"github.com/antifailure/af/app/clusterstore"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/runtime/kubernetes"
 )
 
 // haltingCluster starts a removal and never finishes it (the replica hangs, then dies):
@@ -37,13 +37,13 @@ func TestAppFailover(t *testing.T) {
 	drain(t, fx.srv) // this test runs its own two replicas
 	fx.s.preview(t, 110)
 	fx.environment(t, "af-env-shop-pr-110", testRepo, 110, time.Time{}, true, 1)
-	times := kubernetes.LeaseTimes{Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, Retry: 500 * time.Millisecond, KeepOnCancel: true}
+	times := clusterstore.LeaseTimes{Duration: 4 * time.Second, RenewDeadline: 3 * time.Second, Retry: 500 * time.Millisecond, KeepOnCancel: true}
 	replica := func(name string, c Cluster) (*Server, context.CancelFunc, <-chan struct{}) {
 		srv, err := New(Config{Secret: secret, Cluster: c, GitHub: fx.s.gh, Journal: fx.journal, ReapInterval: time.Hour,
 			ResumeInterval: 500 * time.Millisecond, Grace: 200 * time.Millisecond, Base: time.Second, Max: 5 * time.Second,
 			Log: slog.New(slog.NewTextHandler(testLog{t}, nil)).With("replica", name),
 			Lead: func(ctx context.Context, run func(context.Context)) error {
-				return fx.rt.Lead(ctx, journalNS, "af-app", name, times, run)
+				return clusterstore.Lead(ctx, fx.rt, journalNS, "af-app", name, times, run)
 			}})
 		if err != nil {
 			t.Fatal(err)

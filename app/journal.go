@@ -17,7 +17,7 @@ import (
 )
 
 // Journal keeps records by key, surviving the App's restarts where the implementation does:
-// runtime/kubernetes's Records keeps them in ConfigMaps of the App's own namespace;
+// app/clusterstore's Records keeps them in ConfigMaps of the App's own namespace;
 // MemoryJournal only for the process's life (retries of teardowns that ran out of attempts).
 type Journal interface {
 	Put(ctx context.Context, key string, data []byte) error

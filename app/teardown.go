@@ -15,11 +15,40 @@ import (
 	"time"
 
 	"github.com/antifailure/af/envid"
+	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
-// Cluster is what the App needs of a runtime: the Kubernetes runtime provides it.
+// ClusterOf is rt as the App's Cluster: its Down and Reachable, its Lister and its Watcher.
+// A runtime without a Lister cannot be the App's (AF-RUN-044); one without a Watcher reports
+// every environment's watch as absent.
+func ClusterOf(rt afruntime.Runtime) (Cluster, error) {
+	l := rt.Lister()
+	if l == nil {
+		return nil, failure.Newf(failure.RuntimeCannot, "the %s runtime cannot find environments by their labels, which the App and af reap need", rt.Name())
+	}
+	return runtimeCluster{Runtime: rt, lister: l, watcher: rt.Watcher()}, nil
+}
+
+type runtimeCluster struct {
+	afruntime.Runtime
+	lister  afruntime.Lister
+	watcher afruntime.Watcher
+}
+
+func (c runtimeCluster) Environments(ctx context.Context, f afruntime.Filter) ([]afruntime.Environment, error) {
+	return c.lister.Environments(ctx, f)
+}
+
+func (c runtimeCluster) Watch(ctx context.Context, ref afruntime.Ref) (*afruntime.Watch, error) {
+	if c.watcher == nil {
+		return &afruntime.Watch{State: afruntime.WatchAbsent, Detail: fmt.Sprintf("the %s runtime keeps no watch", c.Name())}, nil
+	}
+	return c.watcher.Watch(ctx, ref)
+}
+
+// Cluster is what the App needs of a runtime (ClusterOf makes one of a runtime).
 type Cluster interface {
 	// Environments lists af's environments by their labels; never a namespace without them.
 	Environments(ctx context.Context, f afruntime.Filter) ([]afruntime.Environment, error)

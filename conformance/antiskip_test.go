@@ -58,6 +58,10 @@ func (l *leaky) Status(_ context.Context, env runtime.Ref) (*runtime.Status, err
 	defer l.mu.Unlock()
 	return &runtime.Status{Environment: env.ID, Exists: l.envs[env.ID]}, nil
 }
+func (l *leaky) Reachable(context.Context) error { return nil }
+func (l *leaky) Lister() runtime.Lister          { return nil }
+func (l *leaky) Watcher() runtime.Watcher        { return nil }
+func (l *leaky) Observer() runtime.Observer      { return nil }
 func (l *leaky) Inventory(context.Context) ([]runtime.Resource, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

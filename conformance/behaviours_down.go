@@ -116,6 +116,5 @@ func downOnlyItsOwn(t *testing.T, s *suite) {
 }
 
 func isObserver(rt runtime.Runtime) bool {
-	_, ok := rt.(runtime.Observer)
-	return ok
+	return rt.Observer() != nil
 }

@@ -39,12 +39,6 @@ func Adopt(ctx context.Context, l afruntime.Lister, ref afruntime.Ref, pr int) (
 	return ref, said
 }
 
-// ListerOf is rt's Lister, or nil when it cannot list environments.
-func ListerOf(rt afruntime.Runtime) afruntime.Lister {
-	l, _ := rt.(afruntime.Lister)
-	return l
-}
-
 // Up brings spec up with rt. For a pull request's environment under its short id, when the
 // namespace of that id holds another repository's environment, it brings it up again under
 // the id that carries the owner (progress says so). It returns the spec as brought up: its ID

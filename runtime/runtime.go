@@ -4,7 +4,10 @@
 // progress events it emits while it waits.
 //
 // The consumers (the CLI, the GitHub action, the App, the conformance suite) hold a Runtime and
-// never know which one it is; what a runtime can and cannot do is in its Capabilities.
+// never know which one it is; what a runtime can and cannot do is in its Capabilities, and
+// what it offers beyond Up, Down and Status (finding environments by their labels, reading an
+// environment's containment watch, observing what an environment saw) it hands out as the
+// Lister, Watcher and Observer declared here, or nil: nobody asserts a runtime's type.
 package runtime
 
 import (
@@ -34,12 +37,31 @@ type Runtime interface {
 	// Inventory lists every resource this runtime created that still exists, attributed to
 	// its environment.
 	Inventory(ctx context.Context) ([]Resource, error)
+	// Reachable says whether the place environments run answers with the credentials af has
+	// (the App's readiness).
+	Reachable(ctx context.Context) error
+
+	// Lister is how this runtime finds environments by what af recorded on them; nil when
+	// environments cannot be found after the run that made them.
+	Lister() Lister
+	// Watcher is how this runtime reads an environment's containment watch; nil when it has
+	// no watch.
+	Watcher() Watcher
+	// Observer is how this runtime reaches what an environment saw; nil unless
+	// Capabilities.NetLog.
+	Observer() Observer
 }
 
 // Lister finds environments by what af recorded on them (repository, pull request): the
 // runtimes that keep environments findable after the run that made them (kubernetes).
 type Lister interface {
 	Environments(ctx context.Context, f Filter) ([]Environment, error)
+}
+
+// Watcher reads an environment's containment as its probe sees it now, checking again while
+// the environment runs; it changes nothing.
+type Watcher interface {
+	Watch(ctx context.Context, env Ref) (*Watch, error)
 }
 
 // Capabilities says what a runtime provides. Consumers check it instead of the runtime's name.
@@ -372,10 +394,9 @@ type Namer struct {
 // RefreshEvery bounds how often an unknown client address makes a Namer ask again.
 const RefreshEvery = 2 * time.Second
 
-// NewNamer returns a Namer for env; with a runtime that is no Observer it names nothing.
+// NewNamer returns a Namer for env; with a runtime that observes nothing it names nothing.
 func NewNamer(rt Runtime, env Ref) *Namer {
-	obs, _ := rt.(Observer)
-	return &Namer{obs: obs, ref: env, now: time.Now}
+	return &Namer{obs: rt.Observer(), ref: env, now: time.Now}
 }
 
 // Name returns the service and instance that have addr ("", "" when none does or it is unknown).

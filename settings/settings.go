@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/antifailure/af/app/clusterstore"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/images"
@@ -116,17 +117,26 @@ func Runtime(getenv func(string) string, provider, context string, progress afru
 	default:
 		return nil, failure.Newf(failure.RuntimeCannot, "unknown runtime.provider %q", provider)
 	}
-	return NewKubernetes(getenv, context, progress)
+	return newKubernetes(getenv, context, progress)
 }
 
-// NewKubernetes is Runtime's kubernetes runtime, as itself: the App keeps its teardown journal
-// in the cluster through it.
-func NewKubernetes(getenv func(string) string, context string, progress afruntime.Progress) (*kubernetes.Runtime, error) {
+// newKubernetes is Runtime's kubernetes runtime.
+func newKubernetes(getenv func(string) string, context string, progress afruntime.Progress) (*kubernetes.Runtime, error) {
 	o, err := Kubernetes(getenv, context, progress)
 	if err != nil {
 		return nil, err
 	}
 	return kubernetes.New(o), nil
+}
+
+// AppRuntime is the runtime the App acts through (the kubernetes one) and the API of the same
+// cluster, on which the App keeps its journal and its leadership lease (app/clusterstore).
+func AppRuntime(getenv func(string) string, context string, progress afruntime.Progress) (afruntime.Runtime, clusterstore.API, error) {
+	rt, err := newKubernetes(getenv, context, progress)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rt, rt, nil
 }
 
 // Kubernetes reads the kubernetes runtime's options from af's environment.

@@ -133,7 +133,12 @@ type Runtime struct {
 	clients map[string]*client
 }
 
-var _ afruntime.Runtime = (*Runtime)(nil)
+var (
+	_ afruntime.Runtime  = (*Runtime)(nil)
+	_ afruntime.Lister   = (*Runtime)(nil)
+	_ afruntime.Watcher  = (*Runtime)(nil)
+	_ afruntime.Observer = (*Runtime)(nil)
+)
 
 type client struct {
 	cs      kubernetes.Interface
@@ -186,6 +191,26 @@ func (r *Runtime) Name() string { return Name }
 func (r *Runtime) Capabilities() afruntime.Capabilities {
 	return afruntime.Capabilities{Ingress: true, Replicas: true, Resources: true, Migrations: true, NetLog: true}
 }
+
+// API is the clientset of the runtime's cluster (the current or --context context) and a
+// function that turns that API's errors into af's, naming the context and the server: for the
+// stores the App keeps beside the environments (app/clusterstore).
+func (r *Runtime) API(ctx context.Context) (kubernetes.Interface, func(doing string, err error) error, error) {
+	c, err := r.connect(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.cs, func(doing string, err error) error { return apiError(c, doing, err) }, nil
+}
+
+// Lister: the runtime finds environments by their namespaces' labels.
+func (r *Runtime) Lister() afruntime.Lister { return r }
+
+// Watcher: the runtime reads the watch of each environment's probe pod.
+func (r *Runtime) Watcher() afruntime.Watcher { return r }
+
+// Observer: the runtime reaches sidecars and services through port-forwards.
+func (r *Runtime) Observer() afruntime.Observer { return r }
 
 // contextFor picks the kubeconfig context: the manifest's, else --context, else current.
 func (r *Runtime) contextFor(m *manifest.Manifest) (name, from string) {

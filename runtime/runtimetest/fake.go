@@ -116,6 +116,15 @@ func (f *Fake) Environments(_ context.Context, flt afruntime.Filter) ([]afruntim
 // Reachable answers nil: the fake is always there.
 func (f *Fake) Reachable(context.Context) error { return nil }
 
+// Lister: the fake lists Envs.
+func (f *Fake) Lister() afruntime.Lister { return f }
+
+// Watcher: the fake reads its environments' watch.
+func (f *Fake) Watcher() afruntime.Watcher { return f }
+
+// Observer: a bare Fake observes nothing (an Observed does).
+func (f *Fake) Observer() afruntime.Observer { return nil }
+
 // Watch records ref and answers from StatusResult's watch, else absent: the fake runs no probe.
 func (f *Fake) Watch(_ context.Context, ref afruntime.Ref) (*afruntime.Watch, error) {
 	f.record(Call{Method: "Watch", Ref: ref})

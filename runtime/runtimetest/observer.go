@@ -33,6 +33,9 @@ type Observed struct {
 
 var _ afruntime.Observer = (*Observed)(nil)
 
+// Observer is the Observed itself.
+func (o *Observed) Observer() afruntime.Observer { return o }
+
 // NewObserved returns an Observed with an empty log and inbox, declaring NetLog.
 func NewObserved() *Observed {
 	return &Observed{Fake: &Fake{Caps: afruntime.Capabilities{NetLog: true}}, Log: decisionlog.New("shop-pr-7", 1000, nil), Box: inbox.NewStore(100, 1<<20)}

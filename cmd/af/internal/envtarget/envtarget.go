@@ -84,7 +84,7 @@ func (fl *Flags) Resolve(ctx context.Context, f *factory.Factory) (afruntime.Run
 	if err != nil || fl.PR == 0 {
 		return rt, ref, err
 	}
-	ref, said := preview.Adopt(ctx, preview.ListerOf(rt), ref, fl.PR)
+	ref, said := preview.Adopt(ctx, rt.Lister(), ref, fl.PR)
 	if said != "" {
 		Progress(f).Printf("%s", said)
 	}

@@ -15,9 +15,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/antifailure/af/app"
+	"github.com/antifailure/af/app/clusterstore"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/runtime/kubernetes"
 	"github.com/antifailure/af/settings"
 )
 
@@ -79,26 +79,30 @@ each with the delivery id. SIGTERM stops taking deliveries and gives in-flight t
 			if err != nil {
 				return err
 			}
-			rt, err := settings.NewKubernetes(f.Getenv, f.Options.Context, func(format string, args ...any) {
+			rt, api, err := settings.AppRuntime(f.Getenv, f.Options.Context, func(format string, args ...any) {
 				log.Info(fmt.Sprintf(format, args...), "delivery", "")
 			})
+			if err != nil {
+				return err
+			}
+			cluster, err := app.ClusterOf(rt)
 			if err != nil {
 				return err
 			}
 			var journal app.Journal
 			var lead func(context.Context, func(context.Context)) error
 			if s.Namespace != "" {
-				journal = rt.Records(s.Namespace, "teardown")
+				journal = clusterstore.NewRecords(api, s.Namespace, "teardown")
 				// Every replica takes deliveries in; the one holding the Lease af-app leads.
 				identity := leaseIdentity()
 				lead = func(ctx context.Context, run func(context.Context)) error {
-					return rt.Lead(ctx, s.Namespace, "af-app", identity, kubernetes.LeaseTimes{}, run)
+					return clusterstore.Lead(ctx, api, s.Namespace, "af-app", identity, clusterstore.LeaseTimes{}, run)
 				}
 				log.Info("electing a leader with the Lease af-app", "delivery", "", "namespace", s.Namespace, "identity", identity)
 			} else {
 				log.Warn("AF_APP_NAMESPACE is not set: the teardown journal is kept in memory, so a teardown cut short by a restart after its namespace went leaves its comment as it was", "delivery", "")
 			}
-			cfg := app.Config{Secret: s.WebhookSecret, Cluster: rt, GitHub: gh, Workers: s.Workers, ReapInterval: s.ReapInterval, Log: log, Journal: journal,
+			cfg := app.Config{Secret: s.WebhookSecret, Cluster: cluster, GitHub: gh, Workers: s.Workers, ReapInterval: s.ReapInterval, Log: log, Journal: journal,
 				MaxInFlight: s.MaxInFlight}
 			cfg.Lead = lead
 			srv, err := app.New(cfg)

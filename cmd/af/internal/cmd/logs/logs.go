@@ -45,8 +45,8 @@ On Kubernetes the lines come through the API server (pods/log in the environment
 			if err != nil {
 				return err
 			}
-			obs, ok := rt.(afruntime.Observer)
-			if !ok {
+			obs := rt.Observer()
+			if obs == nil {
 				return failure.Newf(failure.RuntimeCannot, "af logs: the %s runtime cannot read a service's logs", rt.Name())
 			}
 			return obs.Logs(cmd.Context(), ref, o, f.IO.Out)

@@ -20,6 +20,8 @@ type logged struct {
 	got afruntime.LogOptions
 }
 
+func (l *logged) Observer() afruntime.Observer { return l }
+
 func (l *logged) Sidecar(context.Context, afruntime.Ref) (*afruntime.Link, error) {
 	return nil, fmt.Errorf("not asked of af logs")
 }

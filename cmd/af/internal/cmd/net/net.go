@@ -98,8 +98,8 @@ in the sidecar's own format, and the summary goes to stderr.`,
 
 // Open returns a link to the environment's sidecar, or the runtime's refusal naming it.
 func Open(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref, command string) (*afruntime.Link, error) {
-	obs, ok := rt.(afruntime.Observer)
-	if !ok || !rt.Capabilities().NetLog {
+	obs := rt.Observer()
+	if obs == nil || !rt.Capabilities().NetLog {
 		return nil, failure.Newf(failure.RuntimeCannot, "%s: the %s runtime cannot reach an environment's sidecar", command, rt.Name())
 	}
 	return obs.Sidecar(ctx, ref)

@@ -185,11 +185,7 @@ func cluster(f *factory.Factory) (app.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, ok := rt.(app.Cluster)
-	if !ok {
-		return nil, failure.Newf(failure.UsageInvalid, "af reap needs a runtime that lists environments; %s does not", rt.Name())
-	}
-	return c, nil
+	return app.ClusterOf(rt)
 }
 
 // onlyRepository narrows the cluster's environments to one repository's.

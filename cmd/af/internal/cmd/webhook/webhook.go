@@ -19,7 +19,6 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/envtarget"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
-	afruntime "github.com/antifailure/af/runtime"
 )
 
 // NewCmdWebhook returns `af webhook` and its verb.
@@ -78,8 +77,8 @@ AF-RUN-055 otherwise.`,
 			if err != nil {
 				return err
 			}
-			obs, ok := rt.(afruntime.Observer)
-			if !ok || !rt.Capabilities().NetLog {
+			obs := rt.Observer()
+			if obs == nil || !rt.Capabilities().NetLog {
 				return failure.Newf(failure.RuntimeCannot, "af webhook trigger: the %s runtime cannot reach an environment's services", rt.Name())
 			}
 			link, err := obs.Service(cmd.Context(), ref, service, port)

@@ -1,4 +1,4 @@
-package kubernetes
+package clusterstore
 
 // Records: small named records kept as ConfigMaps in one namespace, for a controller that must
 // remember work across its restarts (the App's teardown journal). Each record is one ConfigMap,
@@ -18,20 +18,23 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
+// LabelManagedBy marks what af made (the runtime's label of the same name).
+const LabelManagedBy = "app.kubernetes.io/managed-by"
+
 // LabelRecord marks a record's ConfigMap with its kind.
 const LabelRecord = "dev.antifailure.record"
 
 // Records is one kind of record in one namespace.
 type Records struct {
-	r         *Runtime
+	api       API
 	namespace string
 	kind      string
 }
 
-// Records returns the records of kind (a DNS label, e.g. "teardown") in namespace. Nothing is
-// asked of the cluster until they are used.
-func (r *Runtime) Records(namespace, kind string) *Records {
-	return &Records{r: r, namespace: namespace, kind: kind}
+// NewRecords returns the records of kind (a DNS label, e.g. "teardown") in namespace on api.
+// Nothing is asked of the cluster until they are used.
+func NewRecords(api API, namespace, kind string) *Records {
+	return &Records{api: api, namespace: namespace, kind: kind}
 }
 
 func (s *Records) name(key string) string {
@@ -45,11 +48,11 @@ func (s *Records) doing(what, key string) string {
 
 // Put stores data under key, replacing what was there.
 func (s *Records) Put(ctx context.Context, key string, data []byte) error {
-	c, err := s.r.connect(ctx, nil)
+	cs, explain, err := s.api.API(ctx)
 	if err != nil {
 		return err
 	}
-	cms := c.cs.CoreV1().ConfigMaps(s.namespace)
+	cms := cs.CoreV1().ConfigMaps(s.namespace)
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: s.name(key), Labels: map[string]string{LabelRecord: s.kind, LabelManagedBy: "af"}},
 		BinaryData: map[string][]byte{"key": []byte(key), "data": data},
@@ -60,14 +63,14 @@ func (s *Records) Put(ctx context.Context, key string, data []byte) error {
 			return nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return apiError(c, s.doing("writing", key), err)
+			return explain(s.doing("writing", key), err)
 		}
 		old, err := cms.Get(ctx, cm.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue // deleted meanwhile: create it again
 		}
 		if err != nil {
-			return apiError(c, s.doing("reading", key), err)
+			return explain(s.doing("reading", key), err)
 		}
 		old.Labels, old.BinaryData, old.Data = cm.Labels, cm.BinaryData, nil
 		_, err = cms.Update(ctx, old, metav1.UpdateOptions{})
@@ -75,33 +78,33 @@ func (s *Records) Put(ctx context.Context, key string, data []byte) error {
 			return nil
 		}
 		if !(apierrors.IsConflict(err) || apierrors.IsNotFound(err)) || try >= 4 {
-			return apiError(c, s.doing("updating", key), err)
+			return explain(s.doing("updating", key), err)
 		}
 	}
 }
 
 // Delete removes key's record; one not there is no error.
 func (s *Records) Delete(ctx context.Context, key string) error {
-	c, err := s.r.connect(ctx, nil)
+	cs, explain, err := s.api.API(ctx)
 	if err != nil {
 		return err
 	}
-	err = c.cs.CoreV1().ConfigMaps(s.namespace).Delete(ctx, s.name(key), metav1.DeleteOptions{})
+	err = cs.CoreV1().ConfigMaps(s.namespace).Delete(ctx, s.name(key), metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return apiError(c, s.doing("deleting", key), err)
+		return explain(s.doing("deleting", key), err)
 	}
 	return nil
 }
 
 // List returns every record of the kind, by key.
 func (s *Records) List(ctx context.Context) (map[string][]byte, error) {
-	c, err := s.r.connect(ctx, nil)
+	cs, explain, err := s.api.API(ctx)
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.cs.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelRecord: s.kind}.String()})
+	list, err := cs.CoreV1().ConfigMaps(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Set{LabelRecord: s.kind}.String()})
 	if err != nil {
-		return nil, apiError(c, fmt.Sprintf("listing the %s records in %s", s.kind, s.namespace), err)
+		return nil, explain(fmt.Sprintf("listing the %s records in %s", s.kind, s.namespace), err)
 	}
 	out := make(map[string][]byte, len(list.Items))
 	for _, cm := range list.Items {

@@ -1,4 +1,8 @@
-package kubernetes
+// Package clusterstore keeps what the App must share across its replicas and remember across
+// their restarts in its own namespace, on the Kubernetes API of the cluster its runtime acts
+// on: the teardown journal (Records, one ConfigMap per record) and the leadership (Lead, a
+// coordination.k8s.io Lease). It is the App's, not the runtime's: no environment lives here.
+package clusterstore
 
 // Leadership: one of several replicas of a controller (the App) does the work that must be
 // done once, holding a coordination.k8s.io Lease that it renews; when it stops renewing
@@ -11,9 +15,17 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
+
+// API is the cluster the store keeps its objects on: client-go's clientset for it and a
+// function that turns that API's errors into af's (naming the context and the server). The
+// Kubernetes runtime provides it for its own cluster.
+type API interface {
+	API(ctx context.Context) (cs kubernetes.Interface, explain func(doing string, err error) error, err error)
+}
 
 // LeaseTimes shape a leadership: a lease not renewed for Duration is taken by another
 // candidate; the leader gives it up when it could not renew within RenewDeadline; candidates
@@ -28,7 +40,7 @@ type LeaseTimes struct {
 // Lead runs run while identity holds the Lease name in namespace, and returns when ctx ends
 // (the lease is given up at once, so a rollout hands it over without waiting for it to
 // expire; unless KeepOnCancel) or when the leadership is lost (an error). run's context ends when either happens.
-func (r *Runtime) Lead(ctx context.Context, namespace, name, identity string, t LeaseTimes, run func(ctx context.Context)) error {
+func Lead(ctx context.Context, api API, namespace, name, identity string, t LeaseTimes, run func(ctx context.Context)) error {
 	if t.Duration <= 0 {
 		t.Duration = 15 * time.Second
 	}
@@ -38,13 +50,13 @@ func (r *Runtime) Lead(ctx context.Context, namespace, name, identity string, t 
 	if t.Retry <= 0 {
 		t.Retry = 2 * time.Second
 	}
-	c, err := r.connect(ctx, nil)
+	cs, _, err := api.API(ctx)
 	if err != nil {
 		return err
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Client:     c.cs.CoordinationV1(),
+		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}
 	started, finished := make(chan struct{}), make(chan struct{})
