@@ -1,11 +1,10 @@
 package action
 
 import (
-	"encoding/json"
 	"os"
-	"strings"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/event"
 )
 
 // Event is what the action takes from the workflow's event.
@@ -40,49 +39,6 @@ type WorkflowRun struct {
 	HeadRepository string
 }
 
-type payload struct {
-	Action     string `json:"action"`
-	Repository *struct {
-		DefaultBranch string `json:"default_branch"`
-	} `json:"repository"`
-	WorkflowRun *struct {
-		ID             int64  `json:"id"`
-		Event          string `json:"event"`
-		Conclusion     string `json:"conclusion"`
-		HeadSHA        string `json:"head_sha"`
-		HeadRepository *struct {
-			FullName string `json:"full_name"`
-		} `json:"head_repository"`
-		Repository struct {
-			FullName string `json:"full_name"`
-		} `json:"repository"`
-		PullRequests []struct {
-			Number int `json:"number"`
-		} `json:"pull_requests"`
-	} `json:"workflow_run"`
-	Number      int `json:"number"`
-	PullRequest *struct {
-		Number int  `json:"number"`
-		Merged bool `json:"merged"`
-		Head   struct {
-			SHA  string `json:"sha"`
-			Repo *struct {
-				FullName string `json:"full_name"`
-			} `json:"repo"`
-		} `json:"head"`
-		Base struct {
-			SHA  string `json:"sha"`
-			Ref  string `json:"ref"`
-			Repo struct {
-				FullName string `json:"full_name"`
-			} `json:"repo"`
-		} `json:"base"`
-		Labels []struct {
-			Name string `json:"name"`
-		} `json:"labels"`
-	} `json:"pull_request"`
-}
-
 // ReadEvent reads the event the workflow ran for. dispatchPR is the pr-number input, used by
 // workflow_dispatch.
 func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
@@ -95,9 +51,8 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 		// that head. The payload says the default branch.
 		ev.PullRequest, ev.HeadSHA = dispatchPR, getenv("GITHUB_SHA")
 		if b, err := os.ReadFile(getenv("GITHUB_EVENT_PATH")); err == nil {
-			var p payload
-			if json.Unmarshal(b, &p) == nil && p.Repository != nil {
-				ev.DefaultBranch = p.Repository.DefaultBranch
+			if repo, err := event.ReadRepository(b); err == nil {
+				ev.DefaultBranch = repo.DefaultBranch
 			}
 		}
 		return ev, nil
@@ -111,30 +66,15 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 	if err != nil {
 		return ev, failure.New(failure.EventUnsupported, "reading the event payload (GITHUB_EVENT_PATH "+path+")", err)
 	}
-	var p payload
-	if err := json.Unmarshal(b, &p); err == nil && p.Repository != nil {
-		ev.DefaultBranch = p.Repository.DefaultBranch
-	}
 	if ev.Name == "workflow_run" {
 		return workflowRun(ev, b)
 	}
-	if err := json.Unmarshal(b, &p); err != nil || p.PullRequest == nil {
-		if err == nil {
-			err = errNoPR
-		}
+	pr, err := event.DecodePullRequest(b)
+	if err != nil {
 		return ev, failure.New(failure.EventUnsupported, "the "+ev.Name+" payload has no pull request", err)
 	}
-	pr := p.PullRequest
-	ev.Action, ev.PullRequest, ev.HeadSHA = p.Action, pr.Number, pr.Head.SHA
-	if ev.PullRequest == 0 {
-		ev.PullRequest = p.Number
-	}
-	ev.Merged = pr.Merged
-	// A head repository that is gone (deleted fork) is a fork too.
-	ev.Fork = pr.Head.Repo == nil || !strings.EqualFold(pr.Head.Repo.FullName, pr.Base.Repo.FullName)
-	for _, l := range pr.Labels {
-		ev.Labels = append(ev.Labels, l.Name)
-	}
+	ev.Action, ev.PullRequest, ev.HeadSHA, ev.DefaultBranch = pr.Action, pr.Number, pr.HeadSHA, pr.DefaultBranch
+	ev.Merged, ev.Fork, ev.Labels = pr.Merged, pr.Fork(), pr.Labels
 	if ev.HeadSHA == "" || ev.PullRequest < 1 {
 		return ev, failure.Newf(failure.EventUnsupported, "the %s payload has no pull request number or head commit", ev.Name)
 	}
@@ -145,22 +85,15 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 // a pull request from the same repository (GitHub leaves pull_requests empty for a fork's): the
 // artifact names it, and the action checks it against GitHub before it deploys anything.
 func workflowRun(ev Event, b []byte) (Event, error) {
-	var p payload
-	if err := json.Unmarshal(b, &p); err != nil || p.WorkflowRun == nil {
-		if err == nil {
-			err = eventError("no workflow_run object")
-		}
+	wr, err := event.DecodeWorkflowRun(b)
+	if err != nil {
 		return ev, failure.New(failure.EventUnsupported, "the workflow_run payload has no run", err)
 	}
-	wr := p.WorkflowRun
-	ev.Action, ev.HeadSHA = p.Action, wr.HeadSHA
-	ev.Run = &WorkflowRun{ID: wr.ID, Event: wr.Event, Conclusion: wr.Conclusion}
-	if wr.HeadRepository != nil {
-		ev.Run.HeadRepository = wr.HeadRepository.FullName
-	}
-	ev.Fork = wr.HeadRepository == nil || !strings.EqualFold(wr.HeadRepository.FullName, wr.Repository.FullName)
+	ev.Action, ev.HeadSHA, ev.DefaultBranch = wr.Action, wr.HeadSHA, wr.DefaultBranch
+	ev.Run = &WorkflowRun{ID: wr.ID, Event: wr.Event, Conclusion: wr.Conclusion, HeadRepository: wr.HeadRepository}
+	ev.Fork = wr.Fork()
 	if len(wr.PullRequests) == 1 {
-		ev.PullRequest = wr.PullRequests[0].Number
+		ev.PullRequest = wr.PullRequests[0]
 	}
 	if ev.HeadSHA == "" {
 		return ev, failure.Newf(failure.EventUnsupported, "the workflow_run payload has no head commit")
@@ -170,9 +103,3 @@ func workflowRun(ev Event, b []byte) (Event, error) {
 	}
 	return ev, nil
 }
-
-type eventError string
-
-func (e eventError) Error() string { return string(e) }
-
-const errNoPR = eventError("no pull_request object")

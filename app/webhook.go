@@ -24,6 +24,7 @@ import (
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/delivery"
+	ghevent "github.com/antifailure/af/github/event"
 	"github.com/antifailure/af/github/report"
 )
 
@@ -57,15 +58,17 @@ type Queue interface {
 	Enqueue(Teardown) error
 }
 
-// Canceler is a Queue that can drop the waiting teardown of a pull request that was reopened.
-type Canceler interface {
+// Taker is what the webhook hands its work to: a closed pull request's teardown in, and out
+// again the waiting teardown of a pull request that was reopened.
+type Taker interface {
+	Queue
 	Cancel(repository string, pullRequest int) error
 }
 
 // Webhook is the POST /webhook handler.
 type Webhook struct {
 	secret []byte
-	queue  Queue
+	queue  Taker
 	log    *slog.Logger
 	seen   *deliveries
 	// Observe, when set, is told of every delivery: its event, action and result (metrics).
@@ -74,7 +77,7 @@ type Webhook struct {
 
 // NewWebhook returns the handler. An empty secret is refused: go-github's own validation, and
 // any other, accepts every payload without one.
-func NewWebhook(secret []byte, q Queue, log *slog.Logger) (*Webhook, error) {
+func NewWebhook(secret []byte, q Taker, log *slog.Logger) (*Webhook, error) {
 	if len(secret) == 0 {
 		return nil, failure.Newf(failure.AppConfigInvalid, "no webhook secret: without one any caller could tear environments down (set AF_APP_WEBHOOK_SECRET to the App's webhook secret)")
 	}
@@ -151,25 +154,21 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 	default:
 		return Ignored, http.StatusNoContent, ""
 	}
-	var ev pullRequestEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return BadRequest, http.StatusBadRequest, "the pull_request payload does not have GitHub's shape: " + err.Error()
-	}
+	ev, err := ghevent.DecodePullRequest(payload)
 	*action = ev.Action
+	if err != nil && !errors.Is(err, ghevent.ErrNoPullRequest) {
+		return BadRequest, http.StatusBadRequest, err.Error()
+	}
 	if ev.Action != "closed" && ev.Action != "reopened" {
 		return Ignored, http.StatusNoContent, "" // the action brings environments up
 	}
-	if ev.PullRequest == nil || ev.Repository == nil || ev.Repository.FullName == "" || ev.Number < 1 {
+	if err != nil || ev.FullName == "" || ev.Number < 1 {
 		return BadRequest, http.StatusBadRequest, "the pull_request payload names no repository or number"
 	}
 	if ev.Action == "reopened" {
 		// A teardown still waiting or retrying for it is dropped: the action brings the
 		// environment up again. One already running reads the state again and stops.
-		c, ok := h.queue.(Canceler)
-		if !ok {
-			return Ignored, http.StatusNoContent, ""
-		}
-		if err := c.Cancel(ev.Repository.FullName, ev.Number); err != nil {
+		if err := h.queue.Cancel(ev.FullName, ev.Number); err != nil {
 			return BadRequest, http.StatusServiceUnavailable, "the waiting teardown could not be cancelled: " + err.Error()
 		}
 		return Cancelled, http.StatusAccepted, ""
@@ -177,13 +176,10 @@ func (h *Webhook) handle(w http.ResponseWriter, r *http.Request, action *string)
 	if !h.seen.add(delivery) {
 		return Duplicate, http.StatusAccepted, ""
 	}
-	td := Teardown{Delivery: delivery, Repository: ev.Repository.FullName, PullRequest: ev.Number,
-		HeadSHA: ev.PullRequest.Head.SHA, Merged: ev.PullRequest.Merged, Reason: report.ReasonClosed}
+	td := Teardown{Delivery: delivery, Repository: ev.FullName, PullRequest: ev.Number,
+		HeadSHA: ev.HeadSHA, Merged: ev.Merged, Reason: report.ReasonClosed, InstallationID: ev.Installation}
 	if td.Merged {
 		td.Reason = report.ReasonMerged
-	}
-	if ev.Installation != nil {
-		td.InstallationID = ev.Installation.ID
 	}
 	if err := h.queue.Enqueue(td); err != nil {
 		h.seen.remove(delivery) // let GitHub's redelivery try again
@@ -205,23 +201,6 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, err
 	}
 	return body, nil
-}
-
-type pullRequestEvent struct {
-	Action      string `json:"action"`
-	Number      int    `json:"number"`
-	PullRequest *struct {
-		Merged bool `json:"merged"`
-		Head   struct {
-			SHA string `json:"sha"`
-		} `json:"head"`
-	} `json:"pull_request"`
-	Repository *struct {
-		FullName string `json:"full_name"`
-	} `json:"repository"`
-	Installation *struct {
-		ID int64 `json:"id"`
-	} `json:"installation"`
 }
 
 // jsonPayload returns the JSON of a delivery: the body itself, or its payload= field when

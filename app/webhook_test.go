@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -18,9 +19,17 @@ import (
 )
 
 type recorder struct {
-	mu  sync.Mutex
-	got []Teardown
-	err error
+	mu        sync.Mutex
+	got       []Teardown
+	cancelled []string
+	err       error
+}
+
+func (q *recorder) Cancel(repository string, pullRequest int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.cancelled = append(q.cancelled, fmt.Sprintf("%s#%d", repository, pullRequest))
+	return q.err
 }
 
 func (q *recorder) Enqueue(t Teardown) error {
@@ -125,7 +134,7 @@ func TestBodies(t *testing.T) {
 		{"installation", "installation", "application/json", event(t, "installation", "created"), http.StatusAccepted, 0},
 		{"installation_repositories", "installation_repositories", "application/json", event(t, "installation_repositories", "added"), http.StatusAccepted, 0},
 		{"synchronize is the action's", "pull_request", "application/json", githubtest.PullRequestEvent(t, "synchronize", "acme/shop", 7, strings.Repeat("b", 40), false), http.StatusNoContent, 0},
-		{"reopened is the action's", "pull_request", "application/json", githubtest.PullRequestEvent(t, "reopened", "acme/shop", 7, strings.Repeat("b", 40), false), http.StatusNoContent, 0},
+		{"reopened cancels the waiting teardown", "pull_request", "application/json", githubtest.PullRequestEvent(t, "reopened", "acme/shop", 7, strings.Repeat("b", 40), false), http.StatusAccepted, 0},
 		{"another event", "issues", "application/json", event(t, "issues", "opened"), http.StatusNoContent, 0},
 	}
 	for _, tc := range cases {
@@ -135,6 +144,9 @@ func TestBodies(t *testing.T) {
 			w := deliver(h, tc.event, "d-"+tc.name, tc.contentType, tc.body, map[string]string{"X-Hub-Signature-256": delivery.Sign(secret, tc.body)})
 			if w.Code != tc.status || len(q.queued()) != tc.queued {
 				t.Fatalf("status %d with %d queued, want %d with %d (%s)", w.Code, len(q.queued()), tc.status, tc.queued, w.Body.String())
+			}
+			if reopened := strings.HasPrefix(tc.name, "reopened"); reopened != (len(q.cancelled) == 1) || (reopened && q.cancelled[0] != "acme/shop#7") {
+				t.Fatalf("cancelled %v", q.cancelled)
 			}
 		})
 	}
