@@ -2,8 +2,8 @@ package app
 
 import (
 	"bytes"
-	"fmt"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
