@@ -22,6 +22,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/preview"
 	afruntime "github.com/antifailure/af/runtime"
@@ -77,9 +78,9 @@ type run struct {
 	// approved says the operator's policy let a fork's pull request run (admit); approval is
 	// the maintainer's comment that did, on the fork path.
 	approved bool
-	approval report.Approval
+	approval rest.Approval
 	// binding is what the approval deploys (the fork path): recorded on the deployment.
-	binding *report.Binding
+	binding *rest.Binding
 	// tars are the services' images the build run's artifact holds.
 	tars map[string]string
 	// blocked is what the sidecar refused while the environment started (its migrations and

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/manifest"
 )
 
@@ -130,7 +130,7 @@ func (r *run) bind(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b := &report.Binding{Approval: r.approval.CommentID, Images: ids}
+	b := &rest.Binding{Approval: r.approval.CommentID, Images: ids}
 	prior, err := r.rep.Bindings(ctx, r.ev.PullRequest, r.ev.HeadSHA)
 	if err != nil {
 		return err

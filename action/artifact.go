@@ -22,7 +22,7 @@ import (
 	"strings"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/settings"
 )
@@ -262,7 +262,7 @@ func (r *run) deployable(ctx context.Context) (map[string]string, error) {
 
 // approvedCommit says whether a maintainer approved the head commit of a fork's pull request
 // ("/af approve <sha>" by someone with write access), and by whom.
-func (r *run) approvedCommit(ctx context.Context) (report.Approval, bool, error) {
+func (r *run) approvedCommit(ctx context.Context) (rest.Approval, bool, error) {
 	return r.rep.CommitApproval(ctx, r.ev.PullRequest, r.ev.HeadSHA)
 }
 

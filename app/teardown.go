@@ -17,6 +17,7 @@ import (
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 	afruntime "github.com/antifailure/af/runtime"
 )
 
@@ -190,7 +191,7 @@ func (x *Teardowner) readPull(ctx context.Context, t Teardown, log *slog.Logger)
 	for try := 0; ; try++ {
 		rep, err := x.GitHub.Reporter(ctx, t.Repository, inst)
 		if err == nil {
-			var pull report.Pull
+			var pull rest.Pull
 			if pull, err = rep.PullRequest(ctx, t.PullRequest); err == nil {
 				if pull.Open {
 					return rep, "open", nil

@@ -10,13 +10,13 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/antifailure/af/github/api"
+	"github.com/antifailure/af/github/rest"
 )
 
-// Reporter writes reports on one repository's pull requests.
+// Reporter writes what af shows on one repository's pull requests: the sticky comment, the
+// check runs and the deployments. What it reads there is its Repository's.
 type Reporter struct {
-	Client *github.Client
-	Owner  string
-	Repo   string
+	*rest.Repository
 	// Bot is the login af writes as: github-actions[bot] with GITHUB_TOKEN, <slug>[bot] for
 	// an App. Only its comments are ever edited.
 	Bot string
@@ -40,11 +40,11 @@ func (r *Reporter) author(login string) bool {
 
 // NewReporter returns a reporter for repository OWNER/NAME.
 func NewReporter(c *github.Client, repository, bot string) (*Reporter, error) {
-	owner, repo, ok := strings.Cut(repository, "/")
-	if !ok || owner == "" || repo == "" {
-		return nil, fmt.Errorf("%q is not a repository (OWNER/NAME)", repository)
+	repo, err := rest.New(c, repository)
+	if err != nil {
+		return nil, err
 	}
-	return &Reporter{Client: c, Owner: owner, Repo: repo, Bot: bot}, nil
+	return &Reporter{Repository: repo, Bot: bot}, nil
 }
 
 func (r *Reporter) say(format string, args ...any) {
@@ -144,34 +144,6 @@ func (r *Reporter) Retire(ctx context.Context, n int, body string) (string, bool
 	return c.GetHTMLURL(), true, nil
 }
 
-// OpenPulls returns the numbers of the repository's open pull requests, 100 to a request.
-func (r *Reporter) OpenPulls(ctx context.Context) (map[int]bool, error) {
-	open := map[int]bool{}
-	opt := &github.PullRequestListOptions{State: "open", ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		list, resp, err := r.Client.PullRequests.List(ctx, r.Owner, r.Repo, opt)
-		if err != nil {
-			return nil, api.Classify("listing the open pull requests of "+r.Owner+"/"+r.Repo, err)
-		}
-		for _, p := range list {
-			open[p.GetNumber()] = true
-		}
-		if resp.NextPage == 0 {
-			return open, nil
-		}
-		opt.Page = resp.NextPage
-	}
-}
-
-// Merged says whether pull request n was merged (one request).
-func (r *Reporter) Merged(ctx context.Context, n int) (bool, error) {
-	p, _, err := r.Client.PullRequests.Get(ctx, r.Owner, r.Repo, n)
-	if err != nil {
-		return false, api.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
-	}
-	return p.GetMerged(), nil
-}
-
 // Annotation marks a line of a file (the manifest) in the check run.
 type Annotation struct {
 	Path    string
@@ -230,17 +202,17 @@ func (r *Reporter) FinishCheck(ctx context.Context, id int64, f *Facts, annotati
 }
 
 // Environment is the deployment environment of pull request n.
-func Environment(n int) string { return fmt.Sprintf("pr-%d", n) }
+func Environment(n int) string { return rest.Environment(n) }
 
 // Deploy creates a deployment of sha to pull request n's environment, in progress. bound, when
 // set, is recorded in its payload: what an approval let deploy (Bindings reads it back).
-func (r *Reporter) Deploy(ctx context.Context, n int, sha, logURL string, bound *Binding) (int64, error) {
+func (r *Reporter) Deploy(ctx context.Context, n int, sha, logURL string, bound *rest.Binding) (int64, error) {
 	req := &github.DeploymentRequest{
 		Ref: github.String(sha), Task: github.String("deploy"), Environment: github.String(Environment(n)),
 		Description: github.String("af preview of pull request #" + fmt.Sprint(n)), AutoMerge: github.Bool(false),
 		RequiredContexts: &[]string{}, TransientEnvironment: github.Bool(true), ProductionEnvironment: github.Bool(false)}
 	if bound != nil {
-		req.Payload = map[string]any{payloadKey: bound}
+		req.Payload = map[string]any{rest.PayloadKey: bound}
 	}
 	d, _, err := r.Client.Repositories.CreateDeployment(ctx, r.Owner, r.Repo, req)
 	if err != nil {
@@ -289,44 +261,4 @@ func (r *Reporter) Deactivate(ctx context.Context, n int, description string) (i
 		marked++
 	}
 	return marked, nil
-}
-
-// HasLabel says whether pull request n carries label now (read at run time, not from the
-// event: a label removed since still counts as removed).
-func (r *Reporter) HasLabel(ctx context.Context, n int, label string) (bool, error) {
-	list, _, err := r.Client.Issues.ListLabelsByIssue(ctx, r.Owner, r.Repo, n, &github.ListOptions{PerPage: 100})
-	if err != nil {
-		return false, api.Classify(fmt.Sprintf("reading the labels of pull request #%d", n), err)
-	}
-	for _, l := range list {
-		if strings.EqualFold(l.GetName(), label) {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// RemoveLabel takes label off pull request n; a label already gone is not an error.
-func (r *Reporter) RemoveLabel(ctx context.Context, n int, label string) error {
-	resp, err := r.Client.Issues.RemoveLabelForIssue(ctx, r.Owner, r.Repo, n, label)
-	if err != nil && (resp == nil || resp.StatusCode != 404) {
-		return api.Classify(fmt.Sprintf("removing label %s from pull request #%d", label, n), err)
-	}
-	return nil
-}
-
-// File returns the content of path at ref, and false when it does not exist there.
-func (r *Reporter) File(ctx context.Context, path, ref string) ([]byte, bool, error) {
-	fc, _, resp, err := r.Client.Repositories.GetContents(ctx, r.Owner, r.Repo, path, &github.RepositoryContentGetOptions{Ref: ref})
-	if err != nil {
-		if resp != nil && resp.StatusCode == 404 {
-			return nil, false, nil
-		}
-		return nil, false, api.Classify(fmt.Sprintf("reading %s at %s", path, short(ref)), err)
-	}
-	if fc == nil {
-		return nil, false, fmt.Errorf("%s at %s is a directory", path, short(ref))
-	}
-	s, err := fc.GetContent() // decodes base64
-	return []byte(s), true, err
 }

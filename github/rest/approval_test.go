@@ -1,4 +1,4 @@
-package report_test
+package rest_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/antifailure/af/github/githubtest"
-	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 )
 
 const approvedSHA = "3f2c9d1e5a7b9c0d1e2f3a4b5c6d7e8f9a0b1c2d"
@@ -48,7 +48,7 @@ func TestApproves(t *testing.T) {
 				updated = at.Add(time.Minute)
 			}
 			ic := &github.IssueComment{Body: github.String(c.body), CreatedAt: &github.Timestamp{Time: at}, UpdatedAt: &github.Timestamp{Time: updated}}
-			if got := report.Approves(ic, approvedSHA); got != c.want {
+			if got := rest.Approves(ic, approvedSHA); got != c.want {
 				t.Fatalf("Approves(%q, edited %v) = %v, want %v", c.body, c.edited, got, c.want)
 			}
 		})
@@ -62,7 +62,7 @@ func TestCommitApproval(t *testing.T) {
 	gh := githubtest.New(t, tok)
 	gh.SetPermission("maint", "write")
 	gh.SetPermission("reader", "read")
-	rep := &report.Reporter{Client: gh.Client(t, tok, nil), Owner: "acme", Repo: "shop"}
+	rep := &rest.Repository{Client: gh.Client(t, tok, nil), Owner: "acme", Repo: "shop"}
 	ctx := context.Background()
 	cmd := "/af approve " + approvedSHA
 	gh.AddComment(7, "reader", cmd)

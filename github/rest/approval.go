@@ -1,4 +1,4 @@
-package report
+package rest
 
 import (
 	"context"
@@ -11,25 +11,6 @@ import (
 
 	"github.com/antifailure/af/github/api"
 )
-
-// Pull is what af reads of a pull request before it deploys a build of it.
-type Pull struct {
-	Number  int
-	Open    bool
-	HeadSHA string
-	// HeadRepository is where the head commit lives (a fork's full name), "" when it is gone.
-	HeadRepository string
-}
-
-// PullRequest reads pull request n as it is now.
-func (r *Reporter) PullRequest(ctx context.Context, n int) (Pull, error) {
-	p, _, err := r.Client.PullRequests.Get(ctx, r.Owner, r.Repo, n)
-	if err != nil {
-		return Pull{}, api.Classify(fmt.Sprintf("reading pull request #%d of %s/%s", n, r.Owner, r.Repo), err)
-	}
-	return Pull{Number: n, Open: p.GetState() == "open", HeadSHA: p.GetHead().GetSHA(),
-		HeadRepository: p.GetHead().GetRepo().GetFullName()}, nil
-}
 
 // approveCommand is a maintainer's approval of one commit: the comment's whole text, less
 // white space around it, is "/af approve <sha>" with the full 40-digit commit id. Nothing else
@@ -51,7 +32,7 @@ type Approval struct {
 // repository (permission admin, maintain or write, read from GitHub now). ok is false when
 // there is none: comments by others, naming another commit, edited since they were written
 // or holding anything else approve nothing. Of several approvals the newest counts.
-func (r *Reporter) CommitApproval(ctx context.Context, n int, sha string) (Approval, bool, error) {
+func (r *Repository) CommitApproval(ctx context.Context, n int, sha string) (Approval, bool, error) {
 	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	can := map[string]bool{}
 	var found Approval
@@ -101,19 +82,6 @@ func Approves(c *github.IssueComment, sha string) bool {
 	return true
 }
 
-// CanWrite says whether login may write to the repository (admin, maintain or write).
-func (r *Reporter) CanWrite(ctx context.Context, login string) (bool, error) {
-	p, _, err := r.Client.Repositories.GetPermissionLevel(ctx, r.Owner, r.Repo, login)
-	if err != nil {
-		return false, api.Classify(fmt.Sprintf("reading %s's permission on %s/%s", login, r.Owner, r.Repo), err)
-	}
-	switch p.GetPermission() {
-	case "admin", "maintain", "write": // GitHub folds maintain into write here
-		return true, nil
-	}
-	return false, nil
-}
-
 // Binding is what one approval let deploy: the approving comment and each service's image
 // (its id, the digest of its configuration). It is recorded in the payload of the deployment
 // af creates, so a later build of the same commit with other images is not deployed under the
@@ -123,12 +91,12 @@ type Binding struct {
 	Images   map[string]string `json:"images"`
 }
 
-// payloadKey is where a deployment's payload holds af's Binding.
-const payloadKey = "af_binding"
+// PayloadKey is where a deployment's payload holds af's Binding.
+const PayloadKey = "af_binding"
 
 // Bindings reads the bindings recorded on pull request n's deployments of commit sha, newest
 // first. Deployments without one (the repository's own, or made before) are passed over.
-func (r *Reporter) Bindings(ctx context.Context, n int, sha string) ([]Binding, error) {
+func (r *Repository) Bindings(ctx context.Context, n int, sha string) ([]Binding, error) {
 	opt := &github.DeploymentsListOptions{SHA: sha, Environment: Environment(n), ListOptions: github.ListOptions{PerPage: 100}}
 	var out []Binding
 	for {
@@ -138,11 +106,11 @@ func (r *Reporter) Bindings(ctx context.Context, n int, sha string) ([]Binding, 
 		}
 		for _, d := range list {
 			var p map[string]json.RawMessage
-			if json.Unmarshal(d.Payload, &p) != nil || p[payloadKey] == nil {
+			if json.Unmarshal(d.Payload, &p) != nil || p[PayloadKey] == nil {
 				continue
 			}
 			var b Binding
-			if json.Unmarshal(p[payloadKey], &b) == nil && b.Approval != 0 {
+			if json.Unmarshal(p[PayloadKey], &b) == nil && b.Approval != 0 {
 				out = append(out, b)
 			}
 		}
