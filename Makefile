@@ -40,9 +40,8 @@ engine-image: build ## write the engine image: bin/engine-image.tar (docker arch
 test: ## everything CI runs: lint, generated files, unit and integration tests; every phase timed and counted, any unexpected skip fails (hack/test.sh)
 	@./hack/test.sh
 
-unit: ## go test (with -race) over af and the example app
-	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
-	cd examples/shop && CGO_ENABLED=1 $(GO) test -race -count=1 ./...
+unit: ## go test (with -race) over af and the example app, counted and timed (hack/unit.sh, as make test runs it)
+	./hack/unit.sh
 
 integration: ## the real test cluster: bring it up, run the cluster tests and conformance, take it down (always)
 	./hack/test-integration.sh

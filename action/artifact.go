@@ -23,8 +23,7 @@ import (
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/rest"
-	"github.com/antifailure/af/images"
-	"github.com/antifailure/af/settings"
+	"github.com/antifailure/af/preview"
 )
 
 // ArtifactMeta names the artifact's description in its directory.
@@ -70,15 +69,8 @@ func (r *run) buildArtifact(ctx context.Context) error {
 		return failure.New(failure.Internal, "writing the artifact's af.yaml", err)
 	}
 	tars := map[string]string{}
-	if needsBuild(r.man, r.in.Images, tars) {
-		d, err := settings.Docker(r.getenv, r.logf)
-		if err != nil {
-			return err
-		}
-		base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
-		if err := images.BuildServices(ctx, d, r.man, base, r.in.Images, tars); err != nil {
-			return err
-		}
+	if err := preview.Build(ctx, r.getenv, r.logf, r.man, r.manifestDir(), r.in.Images, tars); err != nil {
+		return err
 	}
 	a := Artifact{Repository: r.d.Getenv("GITHUB_REPOSITORY"), PullRequest: r.ev.PullRequest, HeadSHA: r.ev.HeadSHA, Images: slices.Sorted(maps.Keys(tars))}
 	for _, svc := range a.Images {

@@ -11,9 +11,8 @@ import (
 	"strings"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
-	"github.com/antifailure/af/settings"
+	"github.com/antifailure/af/preview"
 )
 
 // images returns the services' image references (the images input) and the archives of the
@@ -30,18 +29,13 @@ func (r *run) images(ctx context.Context) (map[string]string, map[string]string,
 	for k, v := range r.tars { // the artifact's
 		tars[k] = v
 	}
-	if !needsBuild(r.man, imgs, tars) {
+	if !preview.NeedsBuild(r.man, imgs, tars) {
 		return imgs, tars, nil
 	}
 	if r.in.Artifact != "" {
 		return nil, nil, failure.Newf(failure.ActionInputInvalid, "input artifact: it holds no image for every service built from source; the deploy job never builds a pull request's code (the build run does)")
 	}
-	d, err := settings.Docker(r.getenv, r.logf)
-	if err != nil {
-		return nil, nil, err
-	}
-	base := filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
-	if err := images.BuildServices(ctx, d, r.man, base, imgs, tars); err != nil {
+	if err := preview.Build(ctx, r.getenv, r.logf, r.man, r.manifestDir(), imgs, tars); err != nil {
 		if fe := failure.As(err); fe != nil && errors.Is(err, failure.BuildFailed) {
 			var built []string
 			for _, name := range manifest.StartOrder(r.man.Services) {
@@ -56,11 +50,7 @@ func (r *run) images(ctx context.Context) (map[string]string, map[string]string,
 	return imgs, tars, nil
 }
 
-func needsBuild(m *manifest.Manifest, imgs, tars map[string]string) bool {
-	for name, s := range m.Services {
-		if s.Build != nil && imgs[name] == "" && tars[name] == "" {
-			return true
-		}
-	}
-	return false
+// manifestDir is the directory of the manifest in the workspace: build contexts are relative to it.
+func (r *run) manifestDir() string {
+	return filepath.Dir(filepath.Join(r.workspace(), r.in.Manifest))
 }

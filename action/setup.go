@@ -5,12 +5,12 @@ package action
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
@@ -125,17 +125,14 @@ func (r *run) tempDir() string {
 	return os.TempDir()
 }
 
+// ref names the environment (preview.ID): the environment input, else the pull request's.
 func (r *run) ref() (afruntime.Ref, error) {
 	ref := afruntime.Ref{Manifest: r.man, Repository: r.repo}
 	var err error
-	if r.in.Environment != "" {
-		ref.ID, err = envid.ForName(r.in.Environment)
-		if err == nil && ref.ID != r.in.Environment {
-			return ref, failure.Newf(failure.ActionInputInvalid, "input environment: %q is not an environment id (a DNS label); %q would be", r.in.Environment, ref.ID)
-		}
-		return ref, err
+	ref.ID, err = preview.ID(r.in.Environment, r.repo, r.ev.PullRequest, "")
+	if na := (*preview.NotAnID)(nil); errors.As(err, &na) {
+		return ref, failure.New(failure.ActionInputInvalid, "input environment: "+na.Error(), err)
 	}
-	ref.ID, err = envid.ForPullRequest(r.repo, r.ev.PullRequest)
 	return ref, err
 }
 

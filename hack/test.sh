@@ -27,6 +27,5 @@ step deps ./hack/deps.sh test
 (go mod download && cd examples/shop && go mod download) >/dev/null 2>&1 &
 step lint make -s lint
 wait
-CGO_ENABLED=1 bin/testrun go -phase unit -- -race -count=1 ./...
-CGO_ENABLED=1 bin/testrun go -phase unit-example -C examples/shop -- -race -count=1 ./...
+./hack/unit.sh
 ./hack/test-integration.sh

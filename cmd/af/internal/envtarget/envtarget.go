@@ -5,6 +5,7 @@ package envtarget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -12,7 +13,6 @@ import (
 
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/iostreams"
-	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/preview"
@@ -42,22 +42,16 @@ func (fl *Flags) Ref(f *factory.Factory, m *manifest.Manifest) (afruntime.Ref, e
 		repo = f.Getenv("GITHUB_REPOSITORY")
 	}
 	ref := afruntime.Ref{Manifest: m, Repository: repo}
-	var err error
 	switch {
 	case fl.Env != "" && fl.PR != 0:
 		return ref, failure.Newf(failure.UsageInvalid, "--env and --pr name the environment twice: give one")
-	case fl.Env != "":
-		ref.ID, err = envid.ForName(fl.Env)
-		if err == nil && ref.ID != fl.Env {
-			return ref, failure.Newf(failure.NameInvalid, "--env %q is not an environment id (a DNS label); %q would be", fl.Env, ref.ID)
-		}
-	case fl.PR != 0:
-		if repo == "" {
-			return ref, failure.Newf(failure.UsageInvalid, "--pr needs the repository: --repo OWNER/NAME or GITHUB_REPOSITORY")
-		}
-		ref.ID, err = envid.ForPullRequest(repo, fl.PR)
-	default:
-		ref.ID, err = envid.ForName(m.Name)
+	case fl.PR != 0 && repo == "":
+		return ref, failure.Newf(failure.UsageInvalid, "--pr needs the repository: --repo OWNER/NAME or GITHUB_REPOSITORY")
+	}
+	var err error
+	ref.ID, err = preview.ID(fl.Env, repo, fl.PR, m.Name)
+	if na := (*preview.NotAnID)(nil); errors.As(err, &na) {
+		return ref, failure.New(failure.NameInvalid, "--env "+na.Error(), err)
 	}
 	return ref, err
 }

@@ -14,11 +14,9 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/cmd/af/internal/render"
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/images"
 	"github.com/antifailure/af/manifest"
 	"github.com/antifailure/af/preview"
 	afruntime "github.com/antifailure/af/runtime"
-	"github.com/antifailure/af/settings"
 )
 
 // NewCmdUp returns `af up`.
@@ -83,18 +81,14 @@ The engine image (sidecar, gate, probe) is this build's own, or AF_ENGINE_IMAGE 
 	return cmd
 }
 
-// build builds every build: service given neither --image nor --image-archive (package
-// images) with the daemon af's environment names (package settings).
+// build builds every build: service given neither --image nor --image-archive
+// (preview.Build), from the manifest's directory.
 func build(ctx context.Context, f *factory.Factory, m *manifest.Manifest, imgs, tars map[string]string) error {
-	d, err := settings.Docker(f.Getenv, envtarget.Progress(f))
-	if err != nil {
-		return err
-	}
 	base := "."
 	if f.Options.File != "-" {
 		base = filepath.Dir(f.Options.File)
 	}
-	return images.BuildServices(ctx, d, m, base, imgs, tars)
+	return preview.Build(ctx, f.Getenv, envtarget.Progress(f), m, base, imgs, tars)
 }
 
 // pairs reads repeated KEY=VALUE flags.
