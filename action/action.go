@@ -75,6 +75,8 @@ type run struct {
 	// request's manifest the trust rules left out (package trust).
 	base    *manifest.Manifest
 	ignored []string
+	// leftOut is the pull request's egress widening that was not approved.
+	leftOut []string
 	// approved says the operator's policy let a fork's pull request run (admit); approval is
 	// the maintainer's comment that did, on the fork path.
 	approved bool
@@ -184,7 +186,7 @@ func (r *run) main(ctx context.Context) error {
 		r.prReport().invalid(ctx, err)
 		return err
 	}
-	r.trust()
+	r.effective(ctx)
 	if err := r.writeKubeconfig(); err != nil {
 		return err
 	}
@@ -208,7 +210,7 @@ func (r *run) up(ctx context.Context) error {
 	}
 	facts := &report.Facts{Environment: ref.ID, Repository: r.repo, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, RunURL: report.RunURL(r.d.Getenv), At: start}
 	pr := r.prReport()
-	facts.LeftOut, facts.Ignored = r.egress(ctx), r.ignored
+	facts.LeftOut, facts.Ignored = r.leftOut, r.ignored
 	pr.started(ctx, facts)
 	res, upErr := r.bringUp(ctx, ref)
 	// A run that timed out or was cancelled still finishes its reports, on a context of their own.
@@ -277,12 +279,7 @@ func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result
 	if err := r.checkURLFrom(); err != nil {
 		return nil, err
 	}
-	if r.in.Registry != "" {
-		m := *r.man
-		m.Runtime.Registry = r.in.Registry
-		r.man = &m
-	}
-	ref.Manifest = r.man // as the approval and the registry input left it
+	ref.Manifest = r.man
 	rt, err := r.runtime()
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/manifest"
+	"github.com/antifailure/af/manifest/trust"
 )
 
 // policy is the operator's github block: the default branch's, or the defaults without one.
@@ -80,39 +81,23 @@ func (r *run) admit(ctx context.Context) error {
 	return nil
 }
 
-// egress decides the egress the pull request runs with: its own when it widens nothing or was
-// approved (admit, or the label), else the default branch's, with what was left out returned.
-func (r *run) egress(ctx context.Context) []string {
-	if r.ev.PullRequest == 0 {
-		return nil
+// egressApproved says whether a maintainer approved what the pull request's egress opens
+// beyond the default branch's: the fork approval or the operator's policy admitted it already
+// (r.approved), else the approval label, read from GitHub now (not from the event: a label
+// removed since counts as removed). Only an up of a pull request that widens egress asks.
+func (r *run) egressApproved(ctx context.Context, s trust.Sources) bool {
+	if r.in.Command != "up" || !s.PullRequest || r.approved {
+		return r.approved
 	}
-	// Without the default branch's manifest (a new file, an unreadable one) no egress is given.
-	base := manifest.Egress{}
-	if r.base != nil {
-		base = r.base.Egress
+	if len(trust.Effective(s).EgressWidened) == 0 {
+		return false // nothing widened: nothing to approve
 	}
 	label := r.policy().Label
-	wide := Widening(base, r.man.Egress)
-	if len(wide) == 0 {
-		return nil
+	has, err := r.rep.HasLabel(ctx, r.ev.PullRequest, label)
+	if err != nil {
+		r.gha.Warningf("the labels of pull request #%d could not be read, so its egress widening counts as not approved: %s", r.ev.PullRequest, failure.Ensure(err).Error())
 	}
-	approved := r.approved
-	if !approved {
-		has, err := r.rep.HasLabel(ctx, r.ev.PullRequest, label)
-		if err != nil {
-			r.gha.Warningf("the labels of pull request #%d could not be read, so its egress widening counts as not approved: %s", r.ev.PullRequest, failure.Ensure(err).Error())
-		}
-		approved = has
-	}
-	if approved {
-		r.logf("egress widened by the pull request, approved: %s", strings.Join(wide, "; "))
-		return nil
-	}
-	m := *r.man
-	m.Egress = base
-	r.man = &m
-	r.gha.Warningf("%s", failure.Newf(failure.EgressNotApproved, "the environment runs under the default branch's egress rules; left out: %s", strings.Join(wide, "; ")).Error())
-	return wide
+	return has
 }
 
 // errRebuilt is the cause of a refusal of a build the approval does not cover, where the

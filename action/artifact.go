@@ -69,7 +69,7 @@ func (r *run) buildArtifact(ctx context.Context) error {
 		return failure.New(failure.Internal, "writing the artifact's af.yaml", err)
 	}
 	tars := map[string]string{}
-	if err := preview.Build(ctx, r.getenv, r.logf, r.man, r.manifestDir(), r.in.Images, tars); err != nil {
+	if err := preview.Build(ctx, r.getenv, r.logf, r.res.Manifest, r.manifestDir(), r.in.Images, tars); err != nil {
 		return err
 	}
 	a := Artifact{Repository: r.d.Getenv("GITHUB_REPOSITORY"), PullRequest: r.ev.PullRequest, HeadSHA: r.ev.HeadSHA, Images: slices.Sorted(maps.Keys(tars))}

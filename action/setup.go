@@ -79,7 +79,7 @@ func (r *run) loadManifest() error {
 	if err != nil {
 		return err
 	}
-	r.res = res
+	r.res = res // the manifest as given; effective makes what the run works under
 	for _, w := range res.Warnings {
 		r.gha.WithFieldsMap(map[string]string{"file": r.in.Manifest, "line": fmt.Sprint(max(w.Line, 1))}).Warningf("%s", w)
 	}
@@ -89,7 +89,6 @@ func (r *run) loadManifest() error {
 		}
 		return err
 	}
-	r.man = res.Manifest
 	return nil
 }
 

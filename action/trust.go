@@ -26,19 +26,25 @@ func (r *run) fromPullRequest() bool {
 	return r.ev.PullRequest > 0
 }
 
-// trust holds the pull request's manifest to the operator's (r.base, readPolicy): the one on
-// the repository's default branch at its current head (base-only fields its, sizes within its limits). Never
-// the pull request's base: its author picks that branch, and may move it after an approval.
+// effective makes the manifest this run works under, once (trust.Effective): a pull request's
+// af.yaml held to the operator's (r.base, readPolicy: the default branch's at its current head,
+// never the pull request's base, which its author picks and may move after an approval), its
+// egress the base's unless the widening is approved (egressApproved), and the registry input.
 // Each value left out is a warning and a line of the comment.
-func (r *run) trust() {
-	if !r.fromPullRequest() {
-		return
-	}
-	var ignored []trust.Ignored
-	r.man, ignored = trust.Apply(r.base, r.man)
-	for _, i := range ignored {
+func (r *run) effective(ctx context.Context) {
+	s := trust.Sources{Manifest: r.res.Manifest, PullRequest: r.fromPullRequest(), Base: r.base, Registry: r.in.Registry}
+	s.EgressApproved = r.egressApproved(ctx, s)
+	eff := trust.Effective(s)
+	r.man = eff.Manifest
+	for _, i := range eff.Ignored {
 		r.gha.Warningf("%s: %s", r.in.Manifest, i)
 		r.ignored = append(r.ignored, i.String())
+	}
+	if len(eff.EgressWidened) > 0 && s.EgressApproved {
+		r.logf("egress widened by the pull request, approved: %s", strings.Join(eff.EgressWidened, "; "))
+	}
+	if r.leftOut = eff.EgressLeftOut; len(r.leftOut) > 0 {
+		r.gha.Warningf("%s", failure.Newf(failure.EgressNotApproved, "the environment runs under the default branch's egress rules; left out: %s", strings.Join(r.leftOut, "; ")).Error())
 	}
 }
 

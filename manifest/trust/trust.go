@@ -2,8 +2,10 @@
 // input: it may change its services (images, builds, commands, env, dependencies), but where
 // and how environments run, what they report, which database and secrets they get and the
 // ceilings of their size are the operator's, read from the default branch's af.yaml only. Egress
-// is the default branch's too unless a maintainer approves the widening (package action decides
-// that). Apply is the one place these rules are enforced; docs/github.md has the table.
+// is the default branch's too unless a maintainer approves the widening (Widening lists it; the
+// action reads the approval). Effective makes the manifest a run works under from those inputs,
+// and nothing else does: Apply is the one place the base-only rules are enforced;
+// docs/github.md has the table.
 package trust
 
 import (

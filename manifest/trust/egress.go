@@ -1,4 +1,4 @@
-package action
+package trust
 
 import (
 	"fmt"
@@ -11,7 +11,8 @@ import (
 // Widening lists what pr's egress lets an environment reach that base's does not: default
 // allow where the base does not say it, an allow or capture rule for a host the base does not
 // open on those ports, and any cidr rule the base does not have as it is. A pull request does
-// not write its own egress policy: these apply only with a maintainer's approval.
+// not write its own egress policy: these apply only with a maintainer's approval
+// (Sources.EgressApproved).
 func Widening(base, pr manifest.Egress) []string {
 	var out []string
 	if pr.Default == "allow" && base.Default != "allow" {
