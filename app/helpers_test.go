@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/github/appclient"
 	"github.com/antifailure/af/github/delivery"
 	"github.com/antifailure/af/github/githubtest"
 	"github.com/antifailure/af/github/report"
@@ -52,7 +53,8 @@ func appKey(t testing.TB) (*rsa.PrivateKey, []byte) {
 // pointed at it, recording rate-limit waits instead of sleeping.
 type standin struct {
 	*githubtest.Server
-	gh *GitHub
+	gh  *appclient.Clients
+	key *rsa.PrivateKey
 
 	mu    sync.Mutex
 	slept []time.Duration
@@ -63,7 +65,7 @@ func newStandin(t *testing.T) *standin {
 	key, pemBytes := appKey(t)
 	s := &standin{Server: githubtest.New(t, actionToken)}
 	s.SetApp(testAppID, testSlug, &key.PublicKey, testInstallation, testRepo)
-	gh, err := NewGitHub(GitHubOptions{APIURL: s.URL, AppID: testAppID, PrivateKey: pemBytes,
+	gh, err := appclient.New(appclient.Options{APIURL: s.URL, AppID: testAppID, PrivateKey: pemBytes,
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			s.mu.Lock()
 			s.slept = append(s.slept, d)
@@ -73,7 +75,7 @@ func newStandin(t *testing.T) *standin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.gh = gh
+	s.gh, s.key = gh, key
 	return s
 }
 

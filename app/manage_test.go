@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/github/appclient"
 	"github.com/antifailure/af/github/delivery"
 )
 
@@ -74,7 +75,7 @@ func TestReadyOnTheJournal(t *testing.T) {
 			if !c.githubAnswer {
 				_, pemBytes := appKey(t)
 				var err error
-				if gh, err = NewGitHub(GitHubOptions{APIURL: "http://127.0.0.1:1", AppID: testAppID, PrivateKey: pemBytes}); err != nil {
+				if gh, err = appclient.New(appclient.Options{APIURL: "http://127.0.0.1:1", AppID: testAppID, PrivateKey: pemBytes}); err != nil {
 					t.Fatal(err)
 				}
 			}

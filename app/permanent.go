@@ -8,8 +8,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/bradleyfalzon/ghinstallation/v2"
-	"github.com/google/go-github/v62/github"
+	"github.com/antifailure/af/github/appclient"
 )
 
 // PermanentError is a teardown failure no retry can mend; the pool dead-letters the teardown.
@@ -20,26 +19,6 @@ type PermanentError struct {
 
 func (e *PermanentError) Error() string { return e.Reason + ": " + e.Err.Error() }
 func (e *PermanentError) Unwrap() error { return e.Err }
-
-// githubStatus is the HTTP status GitHub answered with for err (an API call's, or the
-// installation token's), or 0 when err is not such an answer.
-func githubStatus(err error) int {
-	var er *github.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil {
-		return er.Response.StatusCode
-	}
-	var he *ghinstallation.HTTPError
-	if errors.As(err, &he) && he.Response != nil {
-		return he.Response.StatusCode
-	}
-	return 0
-}
-
-// gone says whether GitHub answered that what was asked about no longer exists (404, 410).
-func gone(err error) bool {
-	s := githubStatus(err)
-	return s == http.StatusNotFound || s == http.StatusGone
-}
 
 // stepError is a failed attempt with the side that failed: "cluster" or "github".
 type stepError struct {
@@ -65,7 +44,7 @@ func FailureReason(err error) string {
 	if side != "github" {
 		return side
 	}
-	switch s := githubStatus(err); {
+	switch s := appclient.Status(err); {
 	case s == http.StatusUnauthorized:
 		return "github-unauthorized"
 	case s == http.StatusForbidden || s == http.StatusTooManyRequests:

@@ -11,13 +11,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/antifailure/af/gate"
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
 )
@@ -76,11 +74,6 @@ type Reaper struct {
 
 	mu   sync.Mutex
 	told map[string]string // namespace → the state Report was last told
-}
-
-// ContainmentReporter tells a pull request that its environment's containment changed.
-type ContainmentReporter interface {
-	ContainmentChanged(ctx context.Context, repository string, pullRequest int, w EnvWatch) error
 }
 
 // OpenPulls answers which pull requests of a repository are open, and whether a closed one
@@ -201,102 +194,4 @@ func (r *Reaper) Sweep(ctx context.Context) (s *Sweep, err error) {
 		log.Info("queued removal", "delivery", id, "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "reason", rm.Reason)
 	}
 	return s, nil
-}
-
-// readWatches reads each environment's watch into s and logs every one that is not contained:
-// an error when a route got out, a warning when nothing can say (stale, stopped, absent, no
-// answer). A watch that cannot be read is a warning too, with its error.
-func (r *Reaper) readWatches(ctx context.Context, s *Sweep, envs []afruntime.Environment, log *slog.Logger) {
-	for _, e := range envs {
-		if ctx.Err() != nil {
-			return
-		}
-		ew := EnvWatch{Namespace: e.Namespace, Repository: e.Repository}
-		w, err := r.Cluster.Watch(ctx, afruntime.Ref{ID: e.ID, Namespace: e.Namespace, Repository: e.Repository})
-		switch {
-		case err != nil:
-			ew.State, ew.Detail = "unread", err.Error()
-		default:
-			ew.State, ew.Detail = w.State, w.Detail
-		}
-		s.Watches = append(s.Watches, ew)
-		r.tell(ctx, e, ew, log)
-		args := []any{"delivery", "reaper", "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "state", ew.State, "detail", ew.Detail}
-		switch ew.State {
-		case gate.Contained:
-		case gate.Escape:
-			log.Error("an environment is no longer contained", args...)
-		default:
-			log.Warn("an environment's containment is not known", args...)
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for ns := range r.told { // environments gone: forget what they were told
-		if !slices.ContainsFunc(envs, func(e afruntime.Environment) bool { return e.Namespace == ns }) {
-			delete(r.told, ns)
-		}
-	}
-}
-
-// tell passes a change of an environment's containment to Report: escaped, and contained
-// again after an escape it told. Other states are in the log and the metrics only.
-func (r *Reaper) tell(ctx context.Context, e afruntime.Environment, ew EnvWatch, log *slog.Logger) {
-	if r.Report == nil || r.DryRun || e.PullRequest == 0 || e.Repository == "" {
-		return
-	}
-	r.mu.Lock()
-	if r.told == nil {
-		r.told = map[string]string{}
-	}
-	last := r.told[e.Namespace]
-	r.mu.Unlock()
-	if !(ew.State == gate.Escape && last != gate.Escape || ew.State == gate.Contained && last == gate.Escape) {
-		return
-	}
-	if err := r.Report.ContainmentChanged(ctx, e.Repository, e.PullRequest, ew); err != nil {
-		log.Warn("could not tell the pull request its environment's containment changed; the next sweep tries again",
-			"delivery", "reaper", "namespace", e.Namespace, "repository", e.Repository, "pull_request", e.PullRequest, "state", ew.State, "error", err.Error())
-		return
-	}
-	r.mu.Lock()
-	r.told[e.Namespace] = ew.State
-	r.mu.Unlock()
-}
-
-// ContainmentChanged answers for the GitHub side: a completed check run, "af containment", on
-// the pull request's head commit (nothing when it is no longer open).
-func (g *GitHub) ContainmentChanged(ctx context.Context, repository string, n int, w EnvWatch) error {
-	rep, err := g.Reporter(ctx, repository, 0)
-	if err != nil {
-		return err
-	}
-	pull, err := rep.PullRequest(ctx, n)
-	if err != nil || !pull.Open {
-		return err
-	}
-	title := "Containment broken after the start: " + w.Namespace
-	if w.State == gate.Contained {
-		title = "Contained again: " + w.Namespace
-	}
-	_, err = rep.ContainmentCheck(ctx, pull.HeadSHA, w.State == gate.Contained, title, w.Detail)
-	return err
-}
-
-// Merged answers for the GitHub side: the pull request's merged flag.
-func (g *GitHub) Merged(ctx context.Context, repository string, n int) (bool, error) {
-	rep, err := g.Reporter(ctx, repository, 0)
-	if err != nil {
-		return false, err
-	}
-	return rep.Merged(ctx, n)
-}
-
-// OpenPulls answers for the GitHub side: the repository's Reporter lists its open pull requests.
-func (g *GitHub) OpenPulls(ctx context.Context, repository string) (map[int]bool, error) {
-	rep, err := g.Reporter(ctx, repository, 0)
-	if err != nil {
-		return nil, err
-	}
-	return rep.OpenPulls(ctx)
 }

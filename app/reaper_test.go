@@ -105,7 +105,7 @@ func TestSweepWithoutGitHub(t *testing.T) {
 		t.Fatalf("%+v", sw)
 	}
 	s := newStandin(t)
-	s.SetApp(testAppID, testSlug, &s.gh.key.PublicKey, testInstallation) // installed nowhere
+	s.SetApp(testAppID, testSlug, &s.key.PublicKey, testInstallation) // installed nowhere
 	r = &Reaper{Cluster: c, GitHub: s.gh, DryRun: true}
 	sw, err = r.Sweep(context.Background())
 	if err != nil {
@@ -137,14 +137,14 @@ func TestSweepTellsThePullRequest(t *testing.T) {
 		}
 		return out
 	}
-	dry := &Reaper{Cluster: c, GitHub: s.gh, Report: s.gh, DryRun: true}
+	dry := &Reaper{Cluster: c, GitHub: s.gh, Report: ContainmentCheck{GitHub: s.gh}, DryRun: true}
 	if _, err := dry.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := containment(); len(got) != 0 {
 		t.Fatalf("a dry run wrote check runs: %+v", got)
 	}
-	r := &Reaper{Cluster: c, GitHub: s.gh, Report: s.gh}
+	r := &Reaper{Cluster: c, GitHub: s.gh, Report: ContainmentCheck{GitHub: s.gh}}
 	for range 2 {
 		if _, err := r.Sweep(context.Background()); err != nil {
 			t.Fatal(err)

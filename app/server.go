@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/appclient"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,7 +27,7 @@ type Config struct {
 	// Secret is the App's webhook secret; the App refuses to start without one.
 	Secret  []byte
 	Cluster Cluster
-	GitHub  *GitHub
+	GitHub  *appclient.Clients
 	// Workers bounds the teardowns run at once (default 4).
 	Workers int
 	// ReapInterval is the time between sweeps (default 10m); a lost webhook costs at most it.
@@ -144,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 	s.Reaper = &Reaper{Cluster: cfg.Cluster, Queue: s.Pool, Log: log, Observe: s.Metrics.Sweep}
 	if cfg.GitHub != nil {
 		s.Reaper.GitHub = cfg.GitHub
-		s.Reaper.Report = cfg.GitHub
+		s.Reaper.Report = ContainmentCheck{GitHub: cfg.GitHub}
 	}
 	s.mux, s.manage = s.routes(wh)
 	return s, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/antifailure/af/envid"
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/appclient"
 	"github.com/antifailure/af/github/report"
 	"github.com/antifailure/af/github/rest"
 	afruntime "github.com/antifailure/af/runtime"
@@ -62,9 +63,11 @@ type Cluster interface {
 	Watch(ctx context.Context, ref afruntime.Ref) (*afruntime.Watch, error)
 }
 
-// Reporters gives a Reporter for a repository: *GitHub provides it.
+// Reporters gives a Reporter for a repository: *appclient.Clients provides it.
 type Reporters interface {
 	Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error)
+	// Forget drops what is cached for repository and installation after GitHub refused it.
+	Forget(repository string, installation int64)
 }
 
 // Teardowner carries out teardowns; its Run is the pool's Executor.
@@ -167,18 +170,13 @@ func (x *Teardowner) Run(ctx context.Context, t Teardown) (err error) {
 		log.Info("comment rewritten", "comment", res.CommentURL)
 	}
 	log.Info("deployments marked inactive", "deployments", res.Deactivated, "environment", report.Environment(t.PullRequest))
-	if gone(err) {
+	if appclient.Gone(err) {
 		return &PermanentError{Reason: "gone", Err: err}
 	}
 	if err != nil {
 		return &stepError{side: "github", err: err}
 	}
 	return nil
-}
-
-// forgetter is a Reporters that caches installations and can drop one GitHub refused.
-type forgetter interface {
-	Forget(repository string, installation int64)
 }
 
 // readPull reads pull request t.PullRequest through a reporter of its repository. state is
@@ -199,14 +197,14 @@ func (x *Teardowner) readPull(ctx context.Context, t Teardown, log *slog.Logger)
 				return rep, "closed", nil
 			}
 		}
-		status := githubStatus(err)
-		if f, ok := x.GitHub.(forgetter); ok && try == 0 && (status == http.StatusUnauthorized || status == http.StatusNotFound) {
-			f.Forget(t.Repository, inst)
+		status := appclient.Status(err)
+		if try == 0 && (status == http.StatusUnauthorized || status == http.StatusNotFound) {
+			x.GitHub.Forget(t.Repository, inst)
 			log.Warn("GitHub refused the installation's token or found nothing; looking the installation up again", "installation", inst, "status", status)
 			inst = 0
 			continue
 		}
-		if gone(err) {
+		if appclient.Gone(err) {
 			if rep == nil {
 				return nil, "uninstalled", nil
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/antifailure/af/github/appclient"
 	"github.com/antifailure/af/github/githubtest"
 	"github.com/antifailure/af/github/report"
 	afruntime "github.com/antifailure/af/runtime"
@@ -215,7 +216,7 @@ func TestClusterErrorsRetried(t *testing.T) {
 func TestWrongAppReadyDependencyDown(t *testing.T) {
 	s := newStandin(t)
 	_, pemBytes := appKey(t)
-	gh, err := NewGitHub(GitHubOptions{APIURL: s.URL, AppID: testAppID + 1, PrivateKey: pemBytes})
+	gh, err := appclient.New(appclient.Options{APIURL: s.URL, AppID: testAppID + 1, PrivateKey: pemBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,12 @@
-// Package app is the af GitHub App: the webhook endpoint that turns a closed pull request into
-// a teardown, the queue and workers that carry it out, and the reaper for what webhooks miss.
-//
-// This file is the endpoint: it verifies X-Hub-Signature-256 in constant time before it reads
+package app
+
+// The endpoint: it verifies X-Hub-Signature-256 in constant time before it reads
 // anything else, bounds the body, reads JSON and form-encoded deliveries, hands a closed pull
 // request's teardown to the intake (which records it durably before the 202), and cancels a
 // waiting teardown when the pull request is reopened. Nothing here has to be exact about
 // repeats: a delivery id seen before is acknowledged without work as a cheap first filter, but
 // what makes a replay or a late delivery harmless is that the teardown reads the pull request's
 // state again before it removes anything.
-package app
 
 import (
 	"encoding/json"
@@ -20,7 +18,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"time"
 
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/delivery"
@@ -30,28 +27,6 @@ import (
 
 // MaxBody is the largest delivery read: GitHub sends at most 25 MB.
 const MaxBody = 25 << 20
-
-// Teardown is one environment to remove, asked for by a delivery or by the reaper.
-type Teardown struct {
-	Delivery       string
-	Repository     string // OWNER/NAME
-	PullRequest    int
-	HeadSHA        string
-	Merged         bool
-	InstallationID int64
-	// Namespace, when set, limits the teardown to that one environment (the reaper's, for a
-	// manual environment, or one of several a pull request has).
-	Namespace string
-	// Reason says why: report.ReasonClosed, report.ReasonMerged or report.ReasonExpired.
-	Reason string
-	// Recorded is when the teardown was first asked for; a record older than the pool's
-	// MaxAge is dead-lettered.
-	Recorded time.Time `json:",omitzero"`
-	// Dead, when set, is why the teardown ended without succeeding (dead-lettered at DeadAt):
-	// its record stays for the operator until MaxAge has passed again, and it never runs again.
-	Dead   string    `json:",omitempty"`
-	DeadAt time.Time `json:",omitzero"`
-}
 
 // Queue takes teardowns; Enqueue must not block for long (the delivery waits on it).
 type Queue interface {

@@ -18,6 +18,7 @@ import (
 	"github.com/antifailure/af/app/clusterstore"
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
+	"github.com/antifailure/af/github/appclient"
 	"github.com/antifailure/af/settings"
 )
 
@@ -75,7 +76,7 @@ each with the delivery id. SIGTERM stops taking deliveries and gives in-flight t
 			log := slog.New(h)
 			// client-go's own lines (throttling, API warnings) as the App's JSON lines too.
 			klog.SetSlogLogger(log.With("delivery", "", "source", "client-go"))
-			gh, err := app.NewGitHub(app.GitHubOptions{APIURL: s.APIURL, AppID: s.AppID, PrivateKey: s.PrivateKey, Authors: s.Authors, MaxWait: s.RateWait})
+			gh, err := appclient.New(appclient.Options{APIURL: s.APIURL, AppID: s.AppID, PrivateKey: s.PrivateKey, Authors: s.Authors, MaxWait: s.RateWait})
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/antifailure/af/cmd/af/internal/factory"
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/github/appclient"
 	afruntime "github.com/antifailure/af/runtime"
 	"github.com/antifailure/af/settings"
 )
@@ -55,14 +56,14 @@ as one JSON object. The exit status is 0 when every removal succeeded, 1 otherwi
 			if err != nil {
 				return err
 			}
-			var gh *app.GitHub
+			var gh *appclient.Clients
 			switch {
 			case s.AppID > 0 || len(s.PrivateKey) > 0 || s.Token != "":
-				opts := app.GitHubOptions{APIURL: s.APIURL, AppID: s.AppID, PrivateKey: s.PrivateKey, Authors: s.Authors, MaxWait: s.RateWait}
+				opts := appclient.Options{APIURL: s.APIURL, AppID: s.AppID, PrivateKey: s.PrivateKey, Authors: s.Authors, MaxWait: s.RateWait}
 				if s.AppID == 0 && len(s.PrivateKey) == 0 {
 					opts.Token = s.Token
 				}
-				if gh, err = app.NewGitHub(opts); err != nil {
+				if gh, err = appclient.New(opts); err != nil {
 					return err
 				}
 			default:

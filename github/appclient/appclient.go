@@ -1,15 +1,17 @@
-package app
-
-// The App's way into GitHub: an installation's client (ghinstallation mints and refreshes the
-// token, through the rate-limit transport), the App's own JWT client (its slug, its
-// installations, a repository's installation), or, for `af reap` in a repository without the
-// App, one token.
+// Package appclient is the GitHub App's way into GitHub, beside the REST client it hands out
+// (github/rest, inside a github/report Reporter): an installation's client (ghinstallation
+// mints and refreshes the token, through github/api's rate-limit transport), the App's own JWT
+// client (its slug, its installations, a repository's installation), or, for `af reap` in a
+// repository without the App, one token. The App and af reap use it; the action has its
+// workflow's token and github/api alone.
+package appclient
 
 import (
 	"context"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -22,11 +24,12 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/api"
 	"github.com/antifailure/af/github/report"
+	"github.com/antifailure/af/github/rest"
 )
 
-// GitHubOptions configure the App's GitHub side. Either AppID and PrivateKey (the App) or Token
+// Options configure the App's GitHub side. Either AppID and PrivateKey (the App) or Token
 // (one repository's token, for af reap) must be set.
-type GitHubOptions struct {
+type Options struct {
 	// APIURL is the REST API's root (https://api.github.com, https://HOST/api/v3 for GitHub
 	// Enterprise Server, or a test's stand-in).
 	APIURL string
@@ -46,9 +49,9 @@ type GitHubOptions struct {
 	Sleep   func(ctx context.Context, d time.Duration) error
 }
 
-// GitHub hands out Reporters for repositories. It is safe for concurrent use.
-type GitHub struct {
-	o     GitHubOptions
+// Clients hands out the clients and Reporters of repositories. It is safe for concurrent use.
+type Clients struct {
+	o     Options
 	key   *rsa.PrivateKey
 	Stats *api.Stats
 
@@ -59,9 +62,9 @@ type GitHub struct {
 	token    *github.Client
 }
 
-// NewGitHub checks o and returns the GitHub side. A key that does not parse is AF-GH-007.
-func NewGitHub(o GitHubOptions) (*GitHub, error) {
-	g := &GitHub{o: o, Stats: api.NewStats(), installs: map[int64]*github.Client{}, repoInst: map[string]int64{}}
+// New checks o and returns the App's GitHub side. A key that does not parse is AF-GH-007.
+func New(o Options) (*Clients, error) {
+	g := &Clients{o: o, Stats: api.NewStats(), installs: map[int64]*github.Client{}, repoInst: map[string]int64{}}
 	if o.Authors == nil {
 		g.o.Authors = []string{api.ActionsBot}
 	}
@@ -85,7 +88,7 @@ func NewGitHub(o GitHubOptions) (*GitHub, error) {
 }
 
 // IsApp says whether this is an App's GitHub side rather than one token's.
-func (g *GitHub) IsApp() bool { return g.key != nil }
+func (g *Clients) IsApp() bool { return g.key != nil }
 
 func parseKey(b []byte) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode(b)
@@ -106,7 +109,7 @@ func parseKey(b []byte) (*rsa.PrivateKey, error) {
 	return rk, nil
 }
 
-func (g *GitHub) client(auth func(http.RoundTripper) http.RoundTripper, token string) (*github.Client, error) {
+func (g *Clients) client(auth func(http.RoundTripper) http.RoundTripper, token string) (*github.Client, error) {
 	c, _, err := api.New(api.Options{APIURL: g.o.APIURL, Token: token, Base: g.o.Base, MaxWait: g.o.MaxWait, Sleep: g.o.Sleep, Authenticate: auth, Stats: g.Stats})
 	if err != nil {
 		return nil, failure.New(failure.AppConfigInvalid, fmt.Sprintf("the GitHub API URL %q", g.o.APIURL), err)
@@ -114,7 +117,7 @@ func (g *GitHub) client(auth func(http.RoundTripper) http.RoundTripper, token st
 	return c, nil
 }
 
-func (g *GitHub) api() string {
+func (g *Clients) api() string {
 	if g.o.APIURL == "" {
 		return "https://api.github.com"
 	}
@@ -122,7 +125,7 @@ func (g *GitHub) api() string {
 }
 
 // appClient is the client that authenticates as the App itself (its JWT).
-func (g *GitHub) appClient() (*github.Client, error) {
+func (g *Clients) appClient() (*github.Client, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.app != nil {
@@ -142,7 +145,7 @@ func (g *GitHub) appClient() (*github.Client, error) {
 
 // installation returns the client of installation id, whose token ghinstallation mints and
 // refreshes a minute before it expires.
-func (g *GitHub) installation(id int64) (*github.Client, error) {
+func (g *Clients) installation(id int64) (*github.Client, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c := g.installs[id]; c != nil {
@@ -165,7 +168,7 @@ func (g *GitHub) installation(id int64) (*github.Client, error) {
 }
 
 // Bot returns the login af's comments are written as, asking GitHub for the App's slug once.
-func (g *GitHub) Bot(ctx context.Context) (string, error) {
+func (g *Clients) Bot(ctx context.Context) (string, error) {
 	g.mu.Lock()
 	bot := g.o.Bot
 	g.mu.Unlock()
@@ -188,7 +191,7 @@ func (g *GitHub) Bot(ctx context.Context) (string, error) {
 }
 
 // Installation returns the App's installation on repository, asking GitHub once per repository.
-func (g *GitHub) Installation(ctx context.Context, repository string) (int64, error) {
+func (g *Clients) Installation(ctx context.Context, repository string) (int64, error) {
 	g.mu.Lock()
 	id, ok := g.repoInst[strings.ToLower(repository)]
 	g.mu.Unlock()
@@ -214,7 +217,7 @@ func (g *GitHub) Installation(ctx context.Context, repository string) (int64, er
 // it: the next Reporter looks the installation up again and mints a new token. The sweep's
 // repository-to-installation cache would otherwise keep an installation removed or replaced
 // (the App reinstalled) until the App restarts.
-func (g *GitHub) Forget(repository string, installation int64) {
+func (g *Clients) Forget(repository string, installation int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if id, ok := g.repoInst[strings.ToLower(repository)]; ok {
@@ -226,25 +229,57 @@ func (g *GitHub) Forget(repository string, installation int64) {
 	}
 }
 
-// Reporter returns a Reporter for repository, through installation (0: looked up) for an App.
-func (g *GitHub) Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error) {
-	var c *github.Client
-	var err error
+// repoClient is the client for repository: through installation (0: looked up) for an App,
+// else the token's.
+func (g *Clients) repoClient(ctx context.Context, repository string, installation int64) (*github.Client, error) {
 	if g.key == nil {
 		g.mu.Lock()
+		defer g.mu.Unlock()
+		var err error
 		if g.token == nil {
 			g.token, err = g.client(nil, g.o.Token)
 		}
-		c = g.token
-		g.mu.Unlock()
-	} else {
-		if installation == 0 {
-			if installation, err = g.Installation(ctx, repository); err != nil {
-				return nil, err
-			}
-		}
-		c, err = g.installation(installation)
+		return g.token, err
 	}
+	if installation == 0 {
+		var err error
+		if installation, err = g.Installation(ctx, repository); err != nil {
+			return nil, err
+		}
+	}
+	return g.installation(installation)
+}
+
+// Repository returns the REST client of repository, through installation (0: looked up).
+func (g *Clients) Repository(ctx context.Context, repository string, installation int64) (*rest.Repository, error) {
+	c, err := g.repoClient(ctx, repository, installation)
+	if err != nil {
+		return nil, err
+	}
+	return rest.New(c, repository)
+}
+
+// OpenPulls lists the open pull requests of repository (the reaper's question).
+func (g *Clients) OpenPulls(ctx context.Context, repository string) (map[int]bool, error) {
+	r, err := g.Repository(ctx, repository, 0)
+	if err != nil {
+		return nil, err
+	}
+	return r.OpenPulls(ctx)
+}
+
+// Merged says whether pull request n of repository was merged.
+func (g *Clients) Merged(ctx context.Context, repository string, n int) (bool, error) {
+	r, err := g.Repository(ctx, repository, 0)
+	if err != nil {
+		return false, err
+	}
+	return r.Merged(ctx, n)
+}
+
+// Reporter returns a Reporter for repository, through installation (0: looked up) for an App.
+func (g *Clients) Reporter(ctx context.Context, repository string, installation int64) (*report.Reporter, error) {
+	c, err := g.repoClient(ctx, repository, installation)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +297,7 @@ func (g *GitHub) Reporter(ctx context.Context, repository string, installation i
 
 // Check proves the credentials: with an App, its JWT reads the App and one of its
 // installations mints a token; with a token, nothing is asked (a token is checked where used).
-func (g *GitHub) Check(ctx context.Context) error {
+func (g *Clients) Check(ctx context.Context) error {
 	if g.key == nil {
 		return nil
 	}
@@ -296,4 +331,24 @@ func (g *GitHub) Check(ctx context.Context) error {
 
 func appError(what string, err error) error {
 	return api.Classify(what, err)
+}
+
+// Status is the HTTP status GitHub answered with for err (an API call's, or an installation
+// token's), or 0 when err is not such an answer.
+func Status(err error) int {
+	var er *github.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		return er.Response.StatusCode
+	}
+	var he *ghinstallation.HTTPError
+	if errors.As(err, &he) && he.Response != nil {
+		return he.Response.StatusCode
+	}
+	return 0
+}
+
+// Gone says whether GitHub answered that what was asked about no longer exists (404, 410).
+func Gone(err error) bool {
+	s := Status(err)
+	return s == http.StatusNotFound || s == http.StatusGone
 }
