@@ -438,7 +438,7 @@ var ciNeeds = []struct {
 	verbs           []string
 	why             string
 }{
-	{"", "namespaces", []string{"get", "list", "watch", "create", "patch", "delete"}, "the environment's namespace (namespace.go), the probe's verdict annotation (probe.go), down and its wait (down.go, changes.go), af reap (environments.go)"},
+	{"", "namespaces", []string{"get", "list", "watch", "create", "patch", "delete"}, "the environment's namespace (namespace.go), the probe's verdict annotation (probe.go), down and its wait (down.go, apiwatch.go), af reap (environments.go)"},
 	{"", "nodes", []string{"list"}, "the capacity preflight (preflight.go) and the cluster's ranges (ranges.go)"},
 	{"networking.k8s.io", "servicecidrs", []string{"list"}, "the Service range (ranges.go)"},
 	{"networking.k8s.io", "ingressclasses", []string{"list"}, "the preview Ingresses' controller, unless AF_INGRESS_CONTROLLER names it (ingressctl.go)"},
@@ -449,7 +449,7 @@ var ciNeeds = []struct {
 	{"", "services", []string{"get", "create", "patch"}, "the Services and holds (sidecar.go, services.go, holds.go); the resolver's and default/kubernetes (namespace.go, ranges.go)"},
 	{"", "resourcequotas", []string{"get", "watch", "create", "patch", "delete"}, "the environment's quota: server-side apply, its status and the wait for it, removed when no controller takes it up (quota.go, status.go)"},
 	{"", "limitranges", []string{"create", "patch"}, "server-side apply of the environment's limit range (quota.go)"},
-	{"apps", "deployments", []string{"get", "list", "watch", "create", "patch"}, "the sidecar and the services, their readiness, its wait, and status (sidecar.go, services.go, wait.go, changes.go, status.go)"},
+	{"apps", "deployments", []string{"get", "list", "watch", "create", "patch"}, "the sidecar and the services, their readiness, its wait, and status (sidecar.go, services.go, wait.go, apiwatch.go, status.go)"},
 	{"batch", "jobs", []string{"get", "watch", "create", "delete"}, "migrations and their wait (services.go, wait.go)"},
 	{"", "pods", []string{"get", "list", "watch", "create", "delete"}, "the probe pod, waits (woken by watches) and status (probe.go, wait.go, status.go), and across namespaces the capacity preflight and the ingress controller's pods (preflight.go, ingressctl.go)"},
 	{"", "pods/log", []string{"get"}, "the probe's verdict and a failed pod's lines (probe.go, wait.go)"},

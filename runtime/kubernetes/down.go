@@ -47,7 +47,7 @@ func (r *Runtime) Down(ctx context.Context, ref afruntime.Ref) (err error) {
 	var last *corev1.Namespace
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	err = pollOn(ctx, r.opts.DownTimeout, watchChanges(wctx, namespaceWatch(t)), func(el time.Duration) {
+	err = pollOn(ctx, r.opts.DownTimeout, apiWatches(wctx, namespaceAPIWatch(t)), func(el time.Duration) {
 		r.progress(ctx).Printf("  namespace %s: still terminating (%s)%s", t.ns, el, holding(last))
 	}, func() (bool, error) {
 		n, err := nss.Get(ctx, t.ns, metav1.GetOptions{})

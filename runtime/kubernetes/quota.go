@@ -270,7 +270,7 @@ func (r *Runtime) ensureCeilings(ctx context.Context, t *target, e *env) error {
 func (r *Runtime) waitQuota(ctx context.Context, t *target, hard corev1.ResourceList) error {
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	return pollOn(ctx, quotaSettle, watchChanges(wctx, quotaWatch(t, CeilingsName)), nil, func() (bool, error) {
+	return pollOn(ctx, quotaSettle, apiWatches(wctx, quotaAPIWatch(t, CeilingsName)), nil, func() (bool, error) {
 		q, err := t.c.cs.CoreV1().ResourceQuotas(t.ns).Get(ctx, CeilingsName, metav1.GetOptions{})
 		if err != nil {
 			return false, apiError(t.c, "reading ResourceQuota "+CeilingsName, err)

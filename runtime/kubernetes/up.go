@@ -163,6 +163,9 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				}
 			}
 			p.Printf("namespace %s: %d NetworkPolicies (deny all; services to the sidecar and each other only)", t.ns, len(e.policies()))
+			if err := r.databaseSecret(ctx, t, e, dbURL); err != nil {
+				return false, err
+			}
 			return true, r.pullSecret(ctx, t, e)
 		}},
 		// The sidecar, the probe and every workload together: the probe's rounds wait until the
@@ -171,7 +174,7 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		// scheduled and run their gates meanwhile, each held after its gate (holds.go). No
 		// application code runs before the probe has passed: only then are holds released.
 		{"sidecar and probe", true, func() (bool, error) {
-			verdict, err := r.sidecarAndProbe(ctx, t, e, dbURL, func(ctx context.Context) (err error) {
+			verdict, err := r.sidecarAndProbe(ctx, t, e, func(ctx context.Context) (err error) {
 				w, err = r.writeWorkloads(ctx, t, e)
 				return err
 			})

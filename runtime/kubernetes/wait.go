@@ -86,7 +86,7 @@ func (r *Runtime) waitDeployment(ctx context.Context, t *target, name string, wa
 	var refused string       // the quota's refusal of the instances, when there is one
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch := watchChanges(wctx, deploymentWatch(t, name), podsWatch(t, metav1.ListOptions{}))
+	ch := apiWatches(wctx, deploymentAPIWatch(t, name), podsAPIWatch(t, metav1.ListOptions{}))
 	err := pollOn(ctx, timeout, ch, func(el time.Duration) {
 		if why != "" {
 			r.progress(ctx).Printf("  %s: %d/%d ready (%s): %s", name, ready, want, el, why)
@@ -244,7 +244,7 @@ func (r *Runtime) waitPod(ctx context.Context, t *target, name string, timeout t
 	var pod *corev1.Pod
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	err := pollOn(ctx, timeout, watchChanges(wctx, podsWatch(t, named(name))), func(el time.Duration) {
+	err := pollOn(ctx, timeout, apiWatches(wctx, podsAPIWatch(t, named(name))), func(el time.Duration) {
 		phase := corev1.PodPhase("unknown")
 		if pod != nil {
 			phase = pod.Status.Phase
@@ -305,7 +305,7 @@ func (r *Runtime) waitJob(ctx context.Context, t *target, service, name string, 
 	var refused string       // the quota's refusal of its pod, when there is one
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch := watchChanges(wctx, jobWatch(t, name), podsWatch(t, metav1.ListOptions{LabelSelector: "job-name=" + name}))
+	ch := apiWatches(wctx, jobAPIWatch(t, name), podsAPIWatch(t, metav1.ListOptions{LabelSelector: "job-name=" + name}))
 	state := "starting" // what its pod is doing, as the progress says it
 	err := pollOn(ctx, timeout, ch, func(el time.Duration) {
 		r.progress(ctx).Printf("  migration of %s: %s (%s)", service, state, el)

@@ -1,6 +1,6 @@
 package kubernetes
 
-// The watch: the probe pod that stays after a contained verdict and checks every route again
+// The containment watch (not an API watch: apiwatch.go): the probe pod that stays after a contained verdict and checks every route again
 // on a schedule. Only its own container writes its log, so its last verdict line is read from
 // there: nothing in the namespace can forge it.
 

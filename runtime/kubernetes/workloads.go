@@ -4,6 +4,7 @@ package kubernetes
 // Job, each pod with the gate first and DNS and the proxy through the sidecar.
 
 import (
+	"context"
 	"maps"
 	"net"
 	"slices"
@@ -268,4 +269,19 @@ func (e *env) service(name string, s *manifest.Service) *corev1.Service {
 // instanceSelector selects a service's instances, and not its migration or the probe.
 func instanceSelector(name string) map[string]string {
 	return map[string]string{LabelRole: RoleService, LabelService: name, LabelWorkload: WorkloadService}
+}
+
+// databaseSecret writes the database URL (read from af's environment, database.url_from) as
+// the Secret af-database, which every workload's DATABASE_URL refers to; nothing without one.
+func (r *Runtime) databaseSecret(ctx context.Context, t *target, e *env, dbURL string) error {
+	if dbURL == "" {
+		return nil
+	}
+	db := &corev1.Secret{
+		ObjectMeta: meta(DatabaseSecret, t.ns, e.labels("database", "")),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"url": []byte(dbURL)},
+	}
+	_, err := apply(ctx, t.c, t.c.cs.CoreV1().Secrets(t.ns), "v1", "Secret", db.Name, db)
+	return err
 }

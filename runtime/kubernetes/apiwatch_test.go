@@ -46,7 +46,7 @@ func watching(t *testing.T, fw *fakeWatches, check func() (bool, error)) (*watch
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
-	ch := watchChanges(ctx, fw.open)
+	ch := apiWatches(ctx, fw.open)
 	w := fw.next(t)
 	done := make(chan error, 1)
 	go func() { done <- pollOn(ctx, time.Minute, ch, nil, check) }()
@@ -110,7 +110,7 @@ func TestPollOnOpensAgainAndChecks(t *testing.T) {
 func TestPollOnPollsWhenItMayNotWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ch := watchChanges(ctx, func(context.Context) (watch.Interface, error) {
+	ch := apiWatches(ctx, func(context.Context) (watch.Interface, error) {
 		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no watch"))
 	})
 	var checks atomic.Int32

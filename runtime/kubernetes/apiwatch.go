@@ -1,5 +1,9 @@
 package kubernetes
 
+// API watches: Kubernetes watch requests on the objects a wait reads (pods, Deployments, Jobs,
+// the namespace, the quota), so that it wakes when they change instead of polling. Not the
+// environment's containment watch, which is the probe's (watch.go).
+
 import (
 	"context"
 	"sync/atomic"
@@ -28,8 +32,8 @@ type changes struct {
 // opener opens one watch.
 type opener func(ctx context.Context) (watch.Interface, error)
 
-// watchChanges starts a watch for each of opens until ctx ends.
-func watchChanges(ctx context.Context, opens ...opener) *changes {
+// apiWatches starts an API watch for each of opens until ctx ends.
+func apiWatches(ctx context.Context, opens ...opener) *changes {
 	c := &changes{wake: make(chan struct{}, 1)}
 	c.closed.Store(int32(len(opens)))
 	for _, open := range opens {
@@ -92,29 +96,29 @@ func named(name string) metav1.ListOptions {
 
 // The watches the waits open.
 
-func podsWatch(t *target, o metav1.ListOptions) opener {
+func podsAPIWatch(t *target, o metav1.ListOptions) opener {
 	return func(ctx context.Context) (watch.Interface, error) { return t.c.cs.CoreV1().Pods(t.ns).Watch(ctx, o) }
 }
 
-func deploymentWatch(t *target, name string) opener {
+func deploymentAPIWatch(t *target, name string) opener {
 	return func(ctx context.Context) (watch.Interface, error) {
 		return t.c.cs.AppsV1().Deployments(t.ns).Watch(ctx, named(name))
 	}
 }
 
-func jobWatch(t *target, name string) opener {
+func jobAPIWatch(t *target, name string) opener {
 	return func(ctx context.Context) (watch.Interface, error) {
 		return t.c.cs.BatchV1().Jobs(t.ns).Watch(ctx, named(name))
 	}
 }
 
-func namespaceWatch(t *target) opener {
+func namespaceAPIWatch(t *target) opener {
 	return func(ctx context.Context) (watch.Interface, error) {
 		return t.c.cs.CoreV1().Namespaces().Watch(ctx, named(t.ns))
 	}
 }
 
-func quotaWatch(t *target, name string) opener {
+func quotaAPIWatch(t *target, name string) opener {
 	return func(ctx context.Context) (watch.Interface, error) {
 		return t.c.cs.CoreV1().ResourceQuotas(t.ns).Watch(ctx, named(name))
 	}
