@@ -40,11 +40,14 @@ engine-image: build ## write the engine image: bin/engine-image.tar (docker arch
 test: ## everything CI runs: lint, generated files, unit and integration tests; every phase timed and counted, any unexpected skip fails (hack/test.sh)
 	@./hack/test.sh
 
-unit: ## go test (with -race) over af and the example app, counted and timed (hack/unit.sh, as make test runs it)
-	./hack/unit.sh
+unit: ## go test (with -race) over af and the example app, counted and timed: make test's unit stage (internal/testrun/plan.go)
+	@. hack/lib.sh; bin/testrun test -stage unit
 
-integration: ## the real test cluster: bring it up, run the cluster tests and conformance, take it down (always)
-	./hack/test-integration.sh
+integration: ## the real test cluster: bring it up, run the cluster tests and conformance, take it down (always): make test's integration stage
+	@. hack/lib.sh; bin/testrun test -stage integration
+
+test-plan: ## print make test's plan (internal/testrun/plan.go): every phase, in order, and what runs beside what
+	@. hack/lib.sh; bin/testrun test -n
 
 conformance: ## the conformance roster and startup proof on the local test cluster: bin/conformance-report.jsonl, then the verdict
 	./hack/conformance.sh

@@ -1,6 +1,10 @@
 // Command testrun runs the phases of `make test` and judges them: every go test runs with
 // -json through it, so a test that was not run cannot pass unseen.
 //
+//	testrun test [-expected FILE] [-stage lint,unit,integration] [-n]
+//	    make test: the plan (plan.go) from the first phase to the last, stopping at the first
+//	    that fails, the test cluster always taken down at the end, then the summary. -stage
+//	    runs only those stages and no summary (make unit, make integration); -n prints the plan.
 //	testrun go -phase NAME [-v] [-C DIR] -- GO-TEST-ARGS...
 //	    go test -json GO-TEST-ARGS: the usual output (all of it with -v; else the package
 //	    lines, build errors, the output of failed tests and each skip with its reason), then
@@ -73,7 +77,7 @@ func resultsDir() string {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, error) {
 	if len(args) == 0 {
-		return 2, errors.New("usage: testrun go|step|summary|reset ...")
+		return 2, errors.New("usage: testrun test|go|step|summary|reset ...")
 	}
 	fs := flag.NewFlagSet("testrun "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -82,8 +86,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	dir := fs.String("C", "", "run go test in this directory")
 	report := fs.String("report", "", "step: a go test -json report the command writes, whose tests are counted")
 	negative := fs.Bool("negative", false, "step: the report is a negative control's; its failures were judged by the command")
-	expected := fs.String("expected", "", "summary: the checked-in list of expected skips")
+	expected := fs.String("expected", "", "summary, test: the checked-in list of expected skips")
 	status := fs.Int("status", 0, "summary: the exit status of the run the summary closes")
+	stage := fs.String("stage", "", "test: only these stages (lint, unit, integration; comma-separated), without the summary")
+	dry := fs.Bool("n", false, "test: print the plan, run nothing")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2, err
 	}
@@ -96,9 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		var p *Phase
 		var err error
 		if args[0] == "go" {
-			p, err = runGo(ctx, *phase, *dir, *verbose, rest, stdout)
+			p, err = runGo(ctx, *phase, *dir, *verbose, rest, nil, stdout)
 		} else {
-			p, err = runStep(ctx, *phase, *report, *negative, rest, stdout)
+			p, err = runStep(ctx, *phase, *report, *negative, rest, nil, stdout)
 		}
 		if err != nil {
 			return 2, err
@@ -126,17 +132,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 			return 1, nil
 		}
 		return 0, nil
+	case "test":
+		return runTest(ctx, *stage, *expected, *dry, stdout)
 	case "reset":
 		if err := os.RemoveAll(resultsDir()); err != nil {
 			return 2, err
 		}
 		return 0, os.MkdirAll(resultsDir(), 0o755)
 	}
-	return 2, fmt.Errorf("unknown command %q: go, step, summary or reset", args[0])
+	return 2, fmt.Errorf("unknown command %q: test, go, step, summary or reset", args[0])
 }
 
 // runGo runs go test -json with the arguments and judges what it reports.
-func runGo(ctx context.Context, name, dir string, verbose bool, args []string, out io.Writer) (*Phase, error) {
+func runGo(ctx context.Context, name, dir string, verbose bool, args, env []string, out io.Writer) (*Phase, error) {
 	alts, err := runFlag(args)
 	if err != nil {
 		return nil, err
@@ -147,6 +155,7 @@ func runGo(ctx context.Context, name, dir string, verbose bool, args []string, o
 	out = &lockedWriter{w: out}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-json"}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = withEnv(env)
 	cmd.Stderr = out
 	cmd.WaitDelay = 10 * time.Second
 	pipe, err := cmd.StdoutPipe()
@@ -222,11 +231,12 @@ func runFlag(args []string) ([]*regexp.Regexp, error) {
 }
 
 // runStep runs a command that is not go test, timed, and counts the tests of its report.
-func runStep(ctx context.Context, name, report string, negative bool, args []string, out io.Writer) (*Phase, error) {
+func runStep(ctx context.Context, name, report string, negative bool, args, env []string, out io.Writer) (*Phase, error) {
 	p := &Phase{Name: name, Kind: "step", Command: args, Start: time.Now(), Negative: negative}
 	fmt.Fprintf(out, "== %s: %s\n", name, strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, out, out
+	cmd.Env = withEnv(env)
 	cmd.WaitDelay = 10 * time.Second
 	err := cmd.Run()
 	p.Seconds = time.Since(p.Start).Seconds()
@@ -251,6 +261,14 @@ func runStep(ctx context.Context, name, report string, negative bool, args []str
 	}
 	p.OK = len(p.Problems) == 0
 	return p, nil
+}
+
+// withEnv is the process's environment with env added (nil: the process's as it is).
+func withEnv(env []string) []string {
+	if len(env) == 0 {
+		return nil
+	}
+	return append(os.Environ(), env...)
 }
 
 // lockedWriter takes one write at a time.

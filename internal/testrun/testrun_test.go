@@ -126,7 +126,7 @@ func TestGoPhase(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("FAIL", c.fail)
 			var out bytes.Buffer
-			p, err := runGo(ctx, c.name, dir, false, c.args, &out)
+			p, err := runGo(ctx, c.name, dir, false, c.args, nil, &out)
 			if err != nil {
 				t.Fatal(err)
 			}
