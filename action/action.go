@@ -122,11 +122,17 @@ func Run(ctx context.Context, d Deps) Outcome {
 	return r.out
 }
 
+// main is the run, each file of the package passed once: the event (event.go), the inputs
+// (inputs.go), GitHub and the kubeconfig (setup.go), a fork's build (artifact.go), the
+// operator's policy and the admission (approval.go), the run's manifest (trust.go), then the
+// command: up, down or status (this file), which name the environment (target.go) and report
+// (report.go).
 func (r *run) main(ctx context.Context) error {
+	ev, evErr := ReadEvent(r.d.Getenv)
 	r.mask()
 	// A fork's pull_request run has a read-only token and no secrets: it says so where it can be
 	// read and touches nothing, before any input (the kubeconfig among them) is required.
-	if ev, err := ReadEvent(r.d.Getenv, 0); err == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" && r.gha.GetInput("command") != "build" {
+	if evErr == nil && ev.Name == "pull_request" && ev.Fork && r.gha.GetInput("command") != "status" && r.gha.GetInput("command") != "build" {
 		f := &report.Facts{State: report.Skipped, PullRequest: ev.PullRequest, Commit: ev.HeadSHA,
 			Reason: "This pull request comes from a fork, and its `pull_request` run has a read-only token and no secrets, so nothing was deployed by it. A repository that previews forks builds them with `command: build` here and deploys the build from a `workflow_run` workflow once a maintainer comments `/af approve <sha>` (docs/github.md)."}
 		r.summary(f)
@@ -138,8 +144,11 @@ func (r *run) main(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.in.Timeout)
 	defer cancel()
-	if r.ev, err = ReadEvent(r.d.Getenv, r.in.PRNumber); err != nil {
-		return err
+	if evErr != nil {
+		return evErr
+	}
+	if r.ev = ev; ev.Name == "workflow_dispatch" {
+		r.ev.PullRequest = r.in.PRNumber // which pull request a dispatch is for is its input
 	}
 	r.repo = r.d.Getenv("GITHUB_REPOSITORY")
 	if r.ev.Name == "workflow_dispatch" && r.ev.PullRequest == 0 && r.in.Environment == "" {
@@ -151,6 +160,10 @@ func (r *run) main(ctx context.Context) error {
 	if err := r.connect(); err != nil {
 		return err
 	}
+	if err := r.writeKubeconfig(); err != nil {
+		return err
+	}
+	defer os.Remove(r.env["KUBECONFIG"])
 	if r.ev.Name == "workflow_dispatch" && r.ev.PullRequest > 0 && r.in.Command == "up" {
 		if err := r.dispatched(ctx); err != nil {
 			return err
@@ -182,15 +195,10 @@ func (r *run) main(ctx context.Context) error {
 			}
 		}
 	}
-	if err := r.loadManifest(); err != nil {
+	if err := r.manifest(ctx); err != nil {
 		r.prReport().invalid(ctx, err)
 		return err
 	}
-	r.effective(ctx)
-	if err := r.writeKubeconfig(); err != nil {
-		return err
-	}
-	defer os.Remove(r.env["KUBECONFIG"])
 	switch r.in.Command {
 	case "down":
 		return r.down(ctx)
@@ -200,32 +208,30 @@ func (r *run) main(ctx context.Context) error {
 	return r.up(ctx)
 }
 
-// up brings the pull request's environment up and reports it: approval, then the check run and
-// deployment started, the images built and the environment up, then every report finished.
+// up brings the pull request's environment up and reports it: the environment named and its
+// runtime made (target.go), the check run and deployment started (report.go), the images built
+// and the environment brought up (bringUp: build.go, package preview, the runtime), then every
+// report finished (report.go).
 func (r *run) up(ctx context.Context) error {
 	start := r.now()
-	ref, err := r.ref()
-	if err != nil {
-		return err
+	ref, rt, err := r.target(ctx)
+	if ref.ID == "" {
+		return err // nothing named: nothing to report on
 	}
 	facts := &report.Facts{Environment: ref.ID, Repository: r.repo, PullRequest: r.ev.PullRequest, Commit: r.ev.HeadSHA, RunURL: report.RunURL(r.d.Getenv), At: start}
-	pr := r.prReport()
 	facts.LeftOut, facts.Ignored = r.leftOut, r.ignored
+	pr := r.prReport()
 	pr.started(ctx, facts)
-	res, upErr := r.bringUp(ctx, ref)
+	var res *afruntime.Result
+	if err == nil {
+		res, ref, err = r.bringUp(ctx, rt, ref)
+	}
 	// A run that timed out or was cancelled still finishes its reports, on a context of their own.
 	ctx, cancel := afterwards(ctx)
 	defer cancel()
 	facts.Duration = r.now().Sub(start)
-	if res != nil && res.Environment != "" {
-		facts.Environment = res.Environment
-	}
-	r.facts(facts, res, upErr)
-	r.out.Facts = facts
-	pr.finished(ctx, facts)
-	r.summary(facts)
-	r.outputs(facts)
-	return upErr
+	r.finish(ctx, pr, facts, rt, ref, res, err)
+	return err
 }
 
 // dispatched reads the pull request a dispatch names from GitHub: open, where its head lives
@@ -270,33 +276,20 @@ func (r *run) notAdmitted(ctx context.Context, err error) {
 	r.summary(facts)
 }
 
-// bringUp publishes the images and brings the environment up: what af up does.
-func (r *run) bringUp(ctx context.Context, ref afruntime.Ref) (*afruntime.Result, error) {
+// bringUp publishes the images and brings the environment up (preview.Up): what af up does.
+// It returns the environment as brought up (its id may carry the owner).
+func (r *run) bringUp(ctx context.Context, rt afruntime.Runtime, ref afruntime.Ref) (*afruntime.Result, afruntime.Ref, error) {
 	r.gha.Group("af up " + ref.ID)
 	defer r.gha.EndGroup()
 	start := r.now()
 	defer func() { r.out.Up = r.now().Sub(start) }()
-	if err := r.checkURLFrom(); err != nil {
-		return nil, err
-	}
-	ref.Manifest = r.man
-	rt, err := r.runtime()
-	if err != nil {
-		return nil, err
-	}
 	imgs, tars, err := r.images(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ref, err
 	}
-	ref = r.adopt(ctx, rt, ref)
 	spec := afruntime.Spec{Ref: ref, PullRequest: r.ev.PullRequest, Images: imgs, Archives: tars, Getenv: r.secretEnv, Holder: r.holder()}
 	res, spec, err := preview.Up(afruntime.WithProgress(ctx, r.logf), rt, spec, r.logf)
-	ref = spec.Ref
-	// What the sidecar refused matters most when the environment failed: it is read either way.
-	bctx, cancel := afterwards(ctx)
-	defer cancel()
-	r.blocked = r.blockedSoFar(bctx, rt, ref, err == nil)
-	return res, err
+	return res, spec.Ref, err
 }
 
 // holder names this run to another af up of the same environment, which waits for it: the
@@ -314,7 +307,7 @@ func (r *run) holder() string {
 
 // down removes the environment and tells the pull request it is gone.
 func (r *run) down(ctx context.Context) error {
-	ref, rt, err := r.target()
+	ref, rt, err := r.target(ctx)
 	if err != nil {
 		return err
 	}
@@ -344,7 +337,7 @@ func (r *run) down(ctx context.Context) error {
 }
 
 func (r *run) status(ctx context.Context) error {
-	ref, rt, err := r.target()
+	ref, rt, err := r.target(ctx)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/antifailure/af/failure"
 	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/manifest"
-	"github.com/antifailure/af/manifest/trust"
 )
 
 // policy is the operator's github block: the default branch's, or the defaults without one.
@@ -81,25 +80,6 @@ func (r *run) admit(ctx context.Context) error {
 	return nil
 }
 
-// egressApproved says whether a maintainer approved what the pull request's egress opens
-// beyond the default branch's: the fork approval or the operator's policy admitted it already
-// (r.approved), else the approval label, read from GitHub now (not from the event: a label
-// removed since counts as removed). Only an up of a pull request that widens egress asks.
-func (r *run) egressApproved(ctx context.Context, s trust.Sources) bool {
-	if r.in.Command != "up" || !s.PullRequest || r.approved {
-		return r.approved
-	}
-	if len(trust.Effective(s).EgressWidened) == 0 {
-		return false // nothing widened: nothing to approve
-	}
-	label := r.policy().Label
-	has, err := r.rep.HasLabel(ctx, r.ev.PullRequest, label)
-	if err != nil {
-		r.gha.Warningf("the labels of pull request #%d could not be read, so its egress widening counts as not approved: %s", r.ev.PullRequest, failure.Ensure(err).Error())
-	}
-	return has
-}
-
 // errRebuilt is the cause of a refusal of a build the approval does not cover, where the
 // approved build may still be running: the check run says so, the comment is left as it is.
 var errRebuilt = errors.New("another build of the approved commit")
@@ -157,4 +137,37 @@ func imageList(m map[string]string) string {
 		parts = append(parts, svc+" "+m[svc])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// readPolicy reads the operator's manifest from the default branch: nil when it has none,
+// when it cannot be read or is invalid, each said in the log (the defaults then rule: no
+// domain, no database, no egress, forks only once approved).
+func (r *run) readPolicy(ctx context.Context) *manifest.Manifest {
+	branch := r.ev.DefaultBranch
+	if branch == "" {
+		r.gha.Warningf("the event names no default branch, so no %s is read for the operator's settings and their defaults rule this pull request (no domain, no database, no egress, forks only once approved)", r.in.Manifest)
+		return nil
+	}
+	b, ok, err := r.rep.File(ctx, r.in.Manifest, branch)
+	switch {
+	case err != nil:
+		r.gha.Warningf("the default branch's (%s) %s could not be read, so its defaults rule this pull request (no domain, no database, no egress): %s", branch, r.in.Manifest, failure.Ensure(err).Error())
+		return nil
+	case !ok:
+		r.logf("the default branch (%s) has no %s: its defaults rule this pull request (no domain, no database, no egress)", branch, r.in.Manifest)
+		return nil
+	}
+	res := manifest.Parse(b)
+	if !res.Valid() {
+		r.gha.Warningf("the default branch's (%s) %s is not valid, so its defaults rule this pull request: %s", branch, r.in.Manifest, res.Err(r.in.Manifest))
+		return nil
+	}
+	r.logf("the operator's settings: %s on the default branch %s", r.in.Manifest, branch)
+	return res.Manifest
+}
+
+// approvedCommit says whether a maintainer approved the head commit of a fork's pull request
+// ("/af approve <sha>" by someone with write access), and by whom.
+func (r *run) approvedCommit(ctx context.Context) (rest.Approval, bool, error) {
+	return r.rep.CommitApproval(ctx, r.ev.PullRequest, r.ev.HeadSHA)
 }

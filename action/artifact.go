@@ -22,7 +22,6 @@ import (
 	"strings"
 
 	"github.com/antifailure/af/failure"
-	"github.com/antifailure/af/github/rest"
 	"github.com/antifailure/af/preview"
 )
 
@@ -250,12 +249,6 @@ func (r *run) deployable(ctx context.Context) (map[string]string, error) {
 	}
 	r.logf("deploying the build of pull request #%d at %s (run %d), checked against GitHub: open, head unchanged", a.PullRequest, a.HeadSHA, r.ev.Run.ID)
 	return tars, nil
-}
-
-// approvedCommit says whether a maintainer approved the head commit of a fork's pull request
-// ("/af approve <sha>" by someone with write access), and by whom.
-func (r *run) approvedCommit(ctx context.Context) (rest.Approval, bool, error) {
-	return r.rep.CommitApproval(ctx, r.ev.PullRequest, r.ev.HeadSHA)
 }
 
 // fromArtifact says whether this run deploys a build run's artifact.

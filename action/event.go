@@ -39,9 +39,9 @@ type WorkflowRun struct {
 	HeadRepository string
 }
 
-// ReadEvent reads the event the workflow ran for. dispatchPR is the pr-number input, used by
-// workflow_dispatch.
-func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
+// ReadEvent reads the event the workflow ran for. A workflow_dispatch names no pull request:
+// the caller sets it from the pr-number input.
+func ReadEvent(getenv func(string) string) (Event, error) {
 	ev := Event{Name: getenv("GITHUB_EVENT_NAME")}
 	switch ev.Name {
 	case "pull_request", "pull_request_target", "workflow_run":
@@ -49,7 +49,7 @@ func ReadEvent(getenv func(string) string, dispatchPR int) (Event, error) {
 		// A maintainer's run: which pull request is the pr-number input; whether it comes from
 		// a fork, and its head, are read from GitHub (action.go) and the dispatched commit must be
 		// that head. The payload says the default branch.
-		ev.PullRequest, ev.HeadSHA = dispatchPR, getenv("GITHUB_SHA")
+		ev.HeadSHA = getenv("GITHUB_SHA")
 		if b, err := os.ReadFile(getenv("GITHUB_EVENT_PATH")); err == nil {
 			if repo, err := event.ReadRepository(b); err == nil {
 				ev.DefaultBranch = repo.DefaultBranch

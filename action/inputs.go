@@ -174,3 +174,15 @@ func secretsOf(kubeconfig string) []string {
 	}
 	return out
 }
+
+// mask hides the secrets in the log before anything else can print them.
+func (r *run) mask() {
+	for _, name := range []string{"token", "registry-password", "pull-password"} {
+		if v := r.gha.GetInput(name); v != "" {
+			r.gha.AddMask(v)
+		}
+	}
+	for _, s := range secretsOf(r.gha.GetInput("kubeconfig")) {
+		r.gha.AddMask(s)
+	}
+}

@@ -152,6 +152,23 @@ func (p *prReport) invalid(ctx context.Context, err error) {
 	r.summary(f)
 }
 
+// finish reports the end of an up: what the sidecar refused while the environment started
+// (read whether it came up or not: when it failed, what was refused is often why), the facts,
+// the check run and deployment, the comment, the step summary and the outputs.
+func (r *run) finish(ctx context.Context, pr *prReport, f *report.Facts, rt afruntime.Runtime, ref afruntime.Ref, res *afruntime.Result, err error) {
+	if rt != nil {
+		r.blocked = r.blockedSoFar(ctx, rt, ref, err == nil)
+	}
+	if res != nil && res.Environment != "" {
+		f.Environment = res.Environment
+	}
+	r.facts(f, res, err)
+	r.out.Facts = f
+	pr.finished(ctx, f)
+	r.summary(f)
+	r.outputs(f)
+}
+
 func (r *run) facts(f *report.Facts, res *afruntime.Result, err error) {
 	if res != nil {
 		f.Namespace, f.Probe, f.Services, f.URLs = res.Namespace, res.Probe, res.Services, res.URLs

@@ -6,6 +6,8 @@ package action
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/antifailure/af/failure"
@@ -24,6 +26,20 @@ const SecretPrefix = "PREVIEW_"
 // that pull request's head under the same rules as its pull_request run).
 func (r *run) fromPullRequest() bool {
 	return r.ev.PullRequest > 0
+}
+
+// manifest makes the manifest this run works under: the af.yaml loaded (the workspace's, or the
+// artifact's), then held to the operator's (effective); an up also refuses a database.url_from
+// the action does not hand over (checkURLFrom).
+func (r *run) manifest(ctx context.Context) error {
+	if err := r.loadManifest(); err != nil {
+		return err
+	}
+	r.effective(ctx)
+	if r.in.Command == "up" {
+		return r.checkURLFrom()
+	}
+	return nil
 }
 
 // effective makes the manifest this run works under, once (trust.Effective): a pull request's
@@ -48,33 +64,6 @@ func (r *run) effective(ctx context.Context) {
 	}
 }
 
-// readPolicy reads the operator's manifest from the default branch: nil when it has none,
-// when it cannot be read or is invalid, each said in the log (the defaults then rule: no
-// domain, no database, no egress, forks only once approved).
-func (r *run) readPolicy(ctx context.Context) *manifest.Manifest {
-	branch := r.ev.DefaultBranch
-	if branch == "" {
-		r.gha.Warningf("the event names no default branch, so no %s is read for the operator's settings and their defaults rule this pull request (no domain, no database, no egress, forks only once approved)", r.in.Manifest)
-		return nil
-	}
-	b, ok, err := r.rep.File(ctx, r.in.Manifest, branch)
-	switch {
-	case err != nil:
-		r.gha.Warningf("the default branch's (%s) %s could not be read, so its defaults rule this pull request (no domain, no database, no egress): %s", branch, r.in.Manifest, failure.Ensure(err).Error())
-		return nil
-	case !ok:
-		r.logf("the default branch (%s) has no %s: its defaults rule this pull request (no domain, no database, no egress)", branch, r.in.Manifest)
-		return nil
-	}
-	res := manifest.Parse(b)
-	if !res.Valid() {
-		r.gha.Warningf("the default branch's (%s) %s is not valid, so its defaults rule this pull request: %s", branch, r.in.Manifest, res.Err(r.in.Manifest))
-		return nil
-	}
-	r.logf("the operator's settings: %s on the default branch %s", r.in.Manifest, branch)
-	return res.Manifest
-}
-
 // checkURLFrom refuses a database.url_from that names a variable not handed over for it.
 func (r *run) checkURLFrom() error {
 	if r.man.Database == nil || r.man.Database.URLFrom == "" || strings.HasPrefix(r.man.Database.URLFrom, SecretPrefix) {
@@ -90,4 +79,54 @@ func (r *run) secretEnv(name string) string {
 		return ""
 	}
 	return r.d.Getenv(name)
+}
+
+// loadManifest reads the run's af.yaml: the workspace's, or the artifact's when it deploys one
+// (as data: no link followed, at most manifest.MaxSize).
+func (r *run) loadManifest() error {
+	var res *manifest.Result
+	var err error
+	if r.fromArtifact() {
+		f, ferr := r.artifactFile("af.yaml", manifest.MaxSize)
+		if ferr != nil {
+			return ferr
+		}
+		defer f.Close()
+		res, err = manifest.Load("-", f)
+	} else {
+		res, err = manifest.Load(filepath.Join(r.workspace(), r.in.Manifest), nil)
+	}
+	if err != nil {
+		return err
+	}
+	r.res = res // the manifest as given; effective makes what the run works under
+	for _, w := range res.Warnings {
+		r.gha.WithFieldsMap(map[string]string{"file": r.in.Manifest, "line": fmt.Sprint(max(w.Line, 1))}).Warningf("%s", w)
+	}
+	if err := res.Err(r.in.Manifest); err != nil {
+		for _, p := range res.Problems {
+			r.gha.WithFieldsMap(map[string]string{"file": r.in.Manifest, "line": fmt.Sprint(max(p.Line, 1))}).Errorf("%s", p)
+		}
+		return err
+	}
+	return nil
+}
+
+// egressApproved says whether a maintainer approved what the pull request's egress opens
+// beyond the default branch's: the fork approval or the operator's policy admitted it already
+// (r.approved), else the approval label, read from GitHub now (not from the event: a label
+// removed since counts as removed). Only an up of a pull request that widens egress asks.
+func (r *run) egressApproved(ctx context.Context, s trust.Sources) bool {
+	if r.in.Command != "up" || !s.PullRequest || r.approved {
+		return r.approved
+	}
+	if len(trust.Effective(s).EgressWidened) == 0 {
+		return false // nothing widened: nothing to approve
+	}
+	label := r.policy().Label
+	has, err := r.rep.HasLabel(ctx, r.ev.PullRequest, label)
+	if err != nil {
+		r.gha.Warningf("the labels of pull request #%d could not be read, so its egress widening counts as not approved: %s", r.ev.PullRequest, failure.Ensure(err).Error())
+	}
+	return has
 }
