@@ -217,22 +217,26 @@ func RestartAPIServer(ctx context.Context, downFor time.Duration, log func(strin
 // and returns when it is gone; StartEnforcer starts it again and waits until it enforces.
 // Tests of how traffic fares while the enforcer is away use them.
 func StopEnforcer(ctx context.Context, sig syscall.Signal, log func(string, ...any)) error {
-	c, err := cluster(Options{Log: log})
-	if err != nil {
-		return err
-	}
-	enforcer, err := c.Enforcer()
-	if err != nil {
-		return err
-	}
-	if enforcer == EnforcerKubeRouter {
-		return c.StopKubeRouter(ctx, sig)
-	}
-	return c.StopKubeNetworkPolicies(ctx, sig)
+	return withEnforcer(log, func(c *node.Cluster, kubeRouter bool) error {
+		if kubeRouter {
+			return c.StopKubeRouter(ctx, sig)
+		}
+		return c.StopKubeNetworkPolicies(ctx, sig)
+	})
 }
 
 // StartEnforcer: see StopEnforcer.
 func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
+	return withEnforcer(log, func(c *node.Cluster, kubeRouter bool) error {
+		if kubeRouter {
+			return c.StartKubeRouter(ctx)
+		}
+		return c.StartKubeNetworkPolicies(ctx)
+	})
+}
+
+// withEnforcer calls f with the running cluster and which enforcer it runs.
+func withEnforcer(log func(string, ...any), f func(c *node.Cluster, kubeRouter bool) error) error {
 	c, err := cluster(Options{Log: log})
 	if err != nil {
 		return err
@@ -241,10 +245,7 @@ func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
 	if err != nil {
 		return err
 	}
-	if enforcer == EnforcerKubeRouter {
-		return c.StartKubeRouter(ctx)
-	}
-	return c.StartKubeNetworkPolicies(ctx)
+	return f(c, enforcer == EnforcerKubeRouter)
 }
 
 // SetLinkLocalRule puts the link-local rule (the AF-LINK-LOCAL ip6tables chain on the pods'
