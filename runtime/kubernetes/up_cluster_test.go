@@ -674,6 +674,11 @@ func TestReplicasAndResources(t *testing.T) {
 		"memory": {Port: 8080, Command: serve, Resources: &manifest.Resources{Memory: "16Mi"}},
 		"plain":  {Port: 8080, Command: serve},
 	})
+	// A database by URL: the Secret af-database, which every instance's DATABASE_URL names (a
+	// pod whose Secret is missing never starts, so the pods ready below read it).
+	const dbURL = "postgres://preview@db.af.test/sizes"
+	m.Database = &manifest.Database{Provider: "url", URLFrom: "AF_TEST_DATABASE_URL", EnvName: "DATABASE_URL"}
+	getenv := func(k string) string { return map[string]string{"AF_TEST_DATABASE_URL": dbURL}[k] }
 	ref := afruntime.Ref{ID: "sizes-test", Manifest: m}
 	down(t, rt, ref)
 	defer func() {
@@ -686,14 +691,17 @@ func TestReplicasAndResources(t *testing.T) {
 	// Interrupted part way (during the probe or the services): AF-RUN-007, and the next up
 	// converges from what the first one left.
 	short, cancel := context.WithTimeout(ctx, 4*time.Second)
-	_, err := rt.Up(short, afruntime.Spec{Ref: ref})
+	_, err := rt.Up(short, afruntime.Spec{Ref: ref, Getenv: getenv})
 	cancel()
 	if failure.CodeOf(err) != failure.Interrupted.Code {
 		t.Fatalf("up cancelled after 4s: want AF-RUN-007, got %v", err)
 	}
-	sizesRes, err := rt.Up(ctx, afruntime.Spec{Ref: ref})
+	sizesRes, err := rt.Up(ctx, afruntime.Spec{Ref: ref, Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sec, err := f.kube.CoreV1().Secrets("af-env-sizes-test").Get(ctx, DatabaseSecret, metav1.GetOptions{}); err != nil || string(sec.Data["url"]) != dbURL {
+		t.Errorf("the database Secret: %v", err)
 	}
 	if len(sizesRes.URLs) != 0 {
 		t.Errorf("URLs without a domain: %v", sizesRes.URLs)
@@ -722,6 +730,12 @@ func TestReplicasAndResources(t *testing.T) {
 		d, err := f.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
+		}
+		app := d.Spec.Template.Spec.Containers[0]
+		if !slices.ContainsFunc(app.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "DATABASE_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name == DatabaseSecret
+		}) {
+			t.Errorf("%s/%s: no DATABASE_URL from %s in %v", name, app.Name, DatabaseSecret, app.Env)
 		}
 		for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
 			r := c.Resources
