@@ -1,7 +1,9 @@
 // Package preview is the one path from a pull request to its environment, shared by the CLI
 // (af up, af down, af status and every command that reads an environment) and the GitHub
-// Action: the id a pull request's environment has on the cluster, and bringing it up under
-// the id that is this repository's.
+// Action: the environment's id (ID), the id a pull request's environment has on the cluster
+// (Adopt), building what has no image before an up (Build), and bringing it up under the id
+// that is this repository's (Up). What of a pull request's af.yaml is taken is manifest/trust's
+// (Effective).
 //
 // A pull request's environment is <repo>-pr-<n>, or <owner>-<repo>-pr-<n> when another
 // repository of the same name had the short id on the cluster first (envid). Whoever names the
