@@ -530,6 +530,19 @@ func TestEgressWidening(t *testing.T) {
 			if !strings.Contains(log, "AF-GH-006") {
 				t.Errorf("no AF-GH-006 warning in the log")
 			}
+			// Its down runs nothing: no word on egress, and no label read for it.
+			before := len(gh.Calls())
+			j.inputs["command"] = "down"
+			j.event("pull_request", githubtest.PullRequestEvent(t, "closed", "acme/shop", 12, sha1, false))
+			o, log = j.run()
+			if o.Exit != 0 || strings.Contains(log, "AF-GH-006") {
+				t.Errorf("down: exit %d; an egress warning in its log:\n%s", o.Exit, log)
+			}
+			for _, c := range gh.Calls()[before:] {
+				if strings.Contains(c.Path, "/labels") {
+					t.Errorf("down read the labels: %s %s", c.Method, c.Path)
+				}
+			}
 		})
 	}
 }

@@ -56,6 +56,9 @@ func (r *run) effective(ctx context.Context) {
 		r.gha.Warningf("%s: %s", r.in.Manifest, i)
 		r.ignored = append(r.ignored, i.String())
 	}
+	if r.in.Command != "up" {
+		return // down and status run nothing: what egress would have been is not theirs to say
+	}
 	if len(eff.EgressWidened) > 0 && s.EgressApproved {
 		r.logf("egress widened by the pull request, approved: %s", strings.Join(eff.EgressWidened, "; "))
 	}
