@@ -62,6 +62,7 @@ func (l *leaky) Reachable(context.Context) error { return nil }
 func (l *leaky) Lister() runtime.Lister          { return nil }
 func (l *leaky) Watcher() runtime.Watcher        { return nil }
 func (l *leaky) Observer() runtime.Observer      { return nil }
+func (l *leaky) Checker() runtime.Checker        { return nil }
 func (l *leaky) Inventory(context.Context) ([]runtime.Resource, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

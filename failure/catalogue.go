@@ -315,6 +315,28 @@ var (
 		Do: "Nothing, if the removal was meant (the pull request was closed). Otherwise run af up " +
 			"again once the namespace is gone (`af status` says when).",
 	}
+	CheckNotContained = &Entry{
+		Code:  "AF-RUN-059",
+		Title: "af check found the cluster does not contain an environment",
+		Exit:  ExitRefused,
+		Means: "af check ran af up's own steps up to the probe in a throwaway namespace (removed " +
+			"since) and the probe got out by the routes named, or could not answer. af up on this " +
+			"cluster would be refused (AF-RUN-043) before any application code ran.",
+		Do: "Apply the fix printed under each open route (the enforcer's own, or deploy/harden " +
+			"for the holes af knows how to close: docs/runtime.md, \"af harden\"), then run af check " +
+			"again. `af check -o json` gives every route's target and outcome.",
+	}
+	HardenFailed = &Entry{
+		Code:  "AF-RUN-060",
+		Title: "af harden could not keep its rules on the node",
+		Exit:  ExitFailure,
+		Means: "af's node agent could not read the node's packet filter or put a rule in place " +
+			"(the message names the program and what it said). Rules it put in place earlier stay: " +
+			"it never removes them except on an explicit uninstall.",
+		Do: "Check that the agent runs as deploy/harden/harden.yaml has it (host network, NET_ADMIN, " +
+			"NET_RAW and SYS_CHROOT, the node's root mounted at /host) and that the node has iptables " +
+			"(it uses the node's own, so that its backend is the enforcer's).",
+	}
 	ActionInputInvalid = &Entry{
 		Code:  "AF-GH-001",
 		Title: "action input invalid",
@@ -426,7 +448,7 @@ func Catalogue() []*Entry {
 		NotPlaced, DependencyCycle, DependencyMissing, NotContained, RuntimeCannot,
 		NamespaceNotOurs, ImagePublish, CapacityShort, ClusterLacks, ConformanceRefused,
 		SidecarConfigInvalid, SidecarListen, ClusterRangesUnknown, ForwardRefused, NothingArrived, WebhookRefused, CredentialUnbounded,
-		EnvironmentBusy, EnvironmentRemoved,
+		EnvironmentBusy, EnvironmentRemoved, CheckNotContained, HardenFailed,
 		Internal,
 	}
 }

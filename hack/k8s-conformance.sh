@@ -8,16 +8,13 @@
 #      198.51.100.0/24 with the test hosts and a fake metadata server on 169.254.77.1 (never
 #      the real 169.254.169.254, never a real public address), every address as the test
 #      cluster's Go code has it (afcluster internet);
-#   4. creates the cluster from a k3s image PINNED BY DIGEST (k3s enforces NetworkPolicy with
-#      its embedded kube-router and serves ingress with its Traefik), its ingress on loopback,
-#      with the NodePort exemption narrowed as docs/runtime.md's checklist says:
-#      --service-node-port-range=32766-32767 (k3s hands it to its kube-router as the range it
-#      exempts, and to its API server, where Traefik's LoadBalancer Service takes exactly those
-#      two ports). k3s bundles no CNI tuning plugin to turn IPv6 off in pods, so their
-#      link-local segment (all the IPv6 they have: the cluster is IPv4-only) is closed in the
-#      node instead: the link-local rule (afcluster link-local-rules: an ip6tables chain on
-#      flannel's bridge cni0 that lets neighbour discovery through and drops every other
-#      link-local packet), docs/runtime.md's checklist item 2;
+#   4. creates the cluster from a k3s image PINNED BY DIGEST as k3s comes (its embedded
+#      kube-router enforces NetworkPolicy with the default NodePort exemption 30000-32767,
+#      flannel's bridge cni0, IPv6 left on in pods; Traefik serves ingress), its ingress on
+#      loopback, and hardens it the way an operator would (docs/runtime.md's checklist): af's
+#      node agent, deploy/harden/harden.yaml applied as written (its image, af's own, imported
+#      by the name it names), which puts AF-LINK-LOCAL on cni0 and AF-NODEPORT on k3s'
+#      exemption; then `af check` must say contained before the suite runs;
 #   5. runs hack/conformance.sh against it (the roster, the startup proof, the verdict reader);
 #   6. deletes the cluster and the fake internet (AF_K8S_CONFORMANCE_KEEP=1 keeps them).
 #
@@ -36,9 +33,9 @@ name=${AF_K8S_CLUSTER:-af-conformance}
 # rancher/k3s v1.34.1-k3s1 (Kubernetes 1.34: within one minor version of the client-go af uses).
 k3s_image=${AF_K3S_IMAGE:-rancher/k3s:v1.34.1-k3s1@sha256:5e0707cfd1239b358ef73f3254bc3eadc027dd30cd5ec6ca41e29e47652a1b8c}
 ingress_port=${AF_K8S_INGRESS_PORT:-18081}
-# The NodePort range k3s exempts from the pods' policies: two ports, which Traefik's
-# LoadBalancer Service takes; nothing on the node listens on them.
-node_port_range=32766-32767
+# The image deploy/harden/harden.yaml names: af's own, imported by that name.
+harden_image=$(sed -n 's/^ *image: *\([^ #]*\).*/\1/p' deploy/harden/harden.yaml | head -1)
+[ -n "$harden_image" ] || die "deploy/harden/harden.yaml names no image"
 keep=${AF_K8S_CONFORMANCE_KEEP:-}
 dry=${AF_K8S_DRY_RUN:-}
 report=${AF_CONFORMANCE_REPORT:-bin/k8s-conformance-report.jsonl}
@@ -136,17 +133,15 @@ for ip in $extra_ips; do adds="$adds ip addr add $ip/32 dev eth0 &&"; done
 run docker run -d --name "$inet" --network "$net" --ip "$public_ip" --cap-add NET_ADMIN af.test/aftest:1 \
 	sh -c "$adds (aftool fake-metadata &) && exec aftool fake-internet"
 
-echo "== cluster $name from $k3s_image (NodePort exemption $node_port_range)"
+echo "== cluster $name from $k3s_image, as k3s comes"
 run k3d cluster create "$name" --image "$k3s_image" --servers 1 --agents 0 --wait --timeout 300s \
-	-p "127.0.0.1:$ingress_port:80@loadbalancer" \
-	--k3s-arg "--service-node-port-range=$node_port_range@server:0"
-# Pods' IPv6 link-local segment closed in the node (k3s has no tuning plugin to turn it off).
-link_local_rules=$(afcluster link-local-rules cni0)
-run docker exec "$node" sh -c "$link_local_rules"
+	-p "127.0.0.1:$ingress_port:80@loadbalancer"
 # The node reaches the fake internet directly, and the metadata address through it.
 run docker network connect "$net" "$node"
 run docker exec "$node" ip route add "$metadata_ip/32" via "$public_ip"
-run k3d image import -c "$name" "$work/test.tar" "$work/engine.tar"
+run docker load -i "$work/engine.tar"
+run docker tag "$(bin/af version -o json | sed -n 's/.*"engine_image": *"\([^"]*\)".*/\1/p')" "$harden_image"
+run k3d image import -c "$name" "$work/test.tar" "$work/engine.tar" "$harden_image"
 kubeconfig="$work/kubeconfig"
 if [ -n "$dry" ]; then
 	echo "+ k3d kubeconfig get $name > $kubeconfig"
@@ -180,6 +175,12 @@ if [ -z "$dry" ]; then
 	done
 fi
 run kubectl -n kube-system rollout status deployment/traefik --timeout=300s
+
+echo "== deploy/harden on $name, then af check"
+run kubectl apply -f deploy/harden/harden.yaml
+run kubectl -n af-harden rollout status daemonset/af-harden --timeout=180s
+run env AF_GATE_PUBLIC_TCP="$public_ip:80" AF_GATE_PUBLIC_DNS="$AF_INTERNET_RESOLVER_IP:53" AF_GATE_METADATA="$metadata_ip:80" \
+	bin/af check
 
 echo "== conformance on $name"
 run env AF_CONFORMANCE_EXTERNAL=1 AF_CONFORMANCE_KUBECONFIG="$kubeconfig" \

@@ -5,7 +5,7 @@
 #   1. builds bin/af at this commit with VERSION stamped (af version names this commit),
 #   2. pushes the action's image, which is also the App's (af's own image writer: no daemon),
 #      to $AF_RELEASE_REPOSITORY:VERSION (default ghcr.io/antifailure/af),
-#   3. writes that image by digest into action.yml and deploy/app/deployment.yaml, commits
+#   3. writes that image by digest into action.yml, deploy/app/deployment.yaml and deploy/harden/, commits
 #      them ("release VERSION") and tags that commit VERSION.
 #
 # Whoever uses antifailure/af@VERSION (or its commit id) runs exactly the image pushed here,
@@ -45,10 +45,12 @@ pin() {
 }
 pin action.yml '^  image: docker://' "  image: docker://$pinned # $version"
 pin deploy/app/deployment.yaml '^          image: ' "          image: $pinned # $version"
+pin deploy/harden/harden.yaml '^          image: ' "          image: $pinned # $version"
+pin deploy/harden/uninstall.yaml '^          image: ' "          image: $pinned # $version"
 
 git -c user.name="${GIT_AUTHOR_NAME:-af release}" -c user.email="${GIT_AUTHOR_EMAIL:-release@antifailure.dev}" \
 	commit -q -m "release $version: the action's and the App's image by digest" \
-	-m "Image $pinned, built from $source_commit." action.yml deploy/app/deployment.yaml
+	-m "Image $pinned, built from $source_commit." action.yml deploy/app/deployment.yaml deploy/harden/harden.yaml deploy/harden/uninstall.yaml
 git tag "$version"
 echo "release: tagged $version at $(git rev-parse HEAD): push it with git push origin HEAD $version" >&2
 echo "$pinned"

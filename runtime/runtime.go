@@ -7,7 +7,7 @@
 // never know which one it is; what a runtime can and cannot do is in its Capabilities, and
 // what it offers beyond Up, Down and Status (finding environments by their labels, reading an
 // environment's containment watch, observing what an environment saw) it hands out as the
-// Lister, Watcher and Observer declared here, or nil: nobody asserts a runtime's type.
+// Lister, Watcher, Observer and Checker declared here, or nil: nobody asserts a runtime's type.
 package runtime
 
 import (
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/antifailure/af/gate"
+	"github.com/antifailure/af/harden"
 	"github.com/antifailure/af/manifest"
 )
 
@@ -50,6 +51,9 @@ type Runtime interface {
 	// Observer is how this runtime reaches what an environment saw; nil unless
 	// Capabilities.NetLog.
 	Observer() Observer
+	// Checker is how this runtime tries its place for containment with no application (af
+	// check); nil when it cannot.
+	Checker() Checker
 }
 
 // Lister finds environments by what af recorded on them (repository, pull request): the
@@ -417,3 +421,47 @@ func (n *Namer) Name(ctx context.Context, addr string) (service, instance string
 	}
 	return service, instance
 }
+
+// Checker tries whether the runtime's place contains an environment, with no application: in
+// a throwaway environment it removes, af up's own steps up to the probe's verdict, and what it
+// can read of the place.
+type Checker interface {
+	Check(ctx context.Context, o CheckOptions) (*Check, error)
+}
+
+// CheckOptions says where a check runs.
+type CheckOptions struct {
+	// Manifest supplies the runtime settings (context, namespace prefix); nil: the defaults.
+	Manifest *manifest.Manifest
+}
+
+// Check is what a check found.
+type Check struct {
+	Context   string `json:"context"`
+	Server    string `json:"server,omitempty"`
+	Namespace string `json:"namespace"`
+	// Removed is true once the throwaway namespace is gone.
+	Removed bool `json:"removed"`
+	// Probe is the probe's verdict (nil when it gave none: Error says why).
+	Probe *gate.Result `json:"probe,omitempty"`
+	// Error is why the check could not reach a verdict ("" when it did); Err is that failure.
+	Error string `json:"error,omitempty"`
+	Err   error  `json:"-"`
+	// Cluster is what the check read of the place, each with where it read it.
+	Cluster []Fact `json:"cluster"`
+	// Hardening is each node's report of af's node agent (deploy/harden), when it runs.
+	Hardening []harden.Report `json:"hardening,omitempty"`
+	// Advice is, for each hole the open routes show, how to close it.
+	Advice []harden.Advice `json:"advice,omitempty"`
+	Phases []Phase         `json:"phases"`
+}
+
+// Fact is one thing a check read.
+type Fact struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	From  string `json:"from"`
+}
+
+// Contained is true when the probe's verdict is contained.
+func (c *Check) Contained() bool { return c.Probe != nil && c.Probe.Verdict == gate.Contained }

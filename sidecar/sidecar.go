@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -101,8 +102,64 @@ func Start(ctx context.Context, cfg *config.Resolved, out, errOut io.Writer) (*S
 		s.Log.Close()
 		return nil, err
 	}
-	s.ready.Store(true)
+	if _, ok := s.addrs[DNS]; ok && cfg.ClusterResolver != "" {
+		go s.warmDNS(ctx, warmDNSFor)
+	} else {
+		s.ready.Store(true)
+	}
 	return s, nil
+}
+
+// warmDNSFor bounds warmDNS: after it the sidecar says it is ready whatever the resolver did.
+const warmDNSFor = 15 * time.Second
+
+// warmDNS asks the DNS listener one name of the environment's own zone before the sidecar says
+// it is ready (/healthz), so that the relay's one path to the cluster resolver (from port 53 to
+// the resolver's 53: one flow, kept alive by every relayed query) exists before any pod asks.
+// Under an enforcer that decides each new connection in userspace (kube-network-policies, and
+// kindnet with its library) only a flow's first packet waits for a verdict; under load that
+// wait outlasted the forward timeout, and the first lookup of a service's name answered
+// SERVFAIL while every later one, on the established flow, was answered. Any answer but
+// SERVFAIL (NXDOMAIN is one) proves the path; after warmDNSFor it gives up and says so.
+func (s *Sidecar) warmDNS(ctx context.Context, bound time.Duration) {
+	defer s.ready.Store(true)
+	ua, ok := s.addrs[DNS].(*net.UDPAddr)
+	if !ok {
+		return
+	}
+	to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(ua.Port))
+	if ip, ok := netip.AddrFromSlice(ua.IP); ok && !ip.Unmap().IsUnspecified() {
+		to = netip.AddrPortFrom(ip.Unmap(), uint16(ua.Port)) // a listener on one address
+	}
+	name := "af-warm." + s.cfg.Namespace + ".svc." + strings.TrimSuffix(s.cfg.ClusterDomain, ".") + "."
+	start := time.Now()
+	c := &dns.Client{Net: "udp", Timeout: 3 * time.Second}
+	for try := 1; ctx.Err() == nil; try++ {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		r, _, err := c.ExchangeContext(ctx, m, to.String())
+		if err == nil && r.Rcode != dns.RcodeServerFailure {
+			if try > 1 || time.Since(start) > time.Second {
+				s.errlog.Printf("the cluster resolver answered through the DNS relay after %s (%d tries)", time.Since(start).Round(time.Millisecond), try)
+			}
+			return
+		}
+		if time.Since(start) >= bound {
+			s.errlog.Printf("the cluster resolver did not answer through the DNS relay within %s (%d tries, last: %v): ready anyway; the first lookups of the environment's names may fail", bound, try, warmFailure(r, err))
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func warmFailure(r *dns.Msg, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return dns.RcodeToString[r.Rcode]
 }
 
 func selfAddrs(cfg *config.Resolved) []netip.Addr {

@@ -249,14 +249,10 @@ func withEnforcer(log func(string, ...any), f func(c *node.Cluster, kubeRouter b
 }
 
 // SetLinkLocalRule puts the link-local rule (the AF-LINK-LOCAL ip6tables chain on the pods'
-// bridge: docs/runtime.md, "Dual-stack") in place on the running cluster, or removes it with
+// bridge, package harden's, as deploy/harden puts it: docs/runtime.md, "af harden") in place on the running cluster, or removes it with
 // on false, whatever the cluster's holes: alone on an IPv4-only cluster with IPv6 on in pods,
 // it closes their link-local segment as the tuning plugin would, where a CNI has no such
 // plugin (k3s).
 func SetLinkLocalRule(ctx context.Context, on bool) error {
 	return node.SetLinkLocalRule(ctx, on)
 }
-
-// LinkLocalRuleScript is the same rule as shell commands for another node whose pods' bridge
-// is bridge (make k8s-conformance runs it in k3d's node).
-func LinkLocalRuleScript(bridge string) string { return node.LinkLocalRuleScript(bridge) }

@@ -12,8 +12,9 @@ import (
 // TestLinkLocalRule: on an IPv4-only cluster whose pods keep IPv6 (the IPv6 hole open: no tuning
 // plugin, as on k3s), the link-local rule alone closes the segment the probe's ipv6-link-local
 // route looks at, for a pod under default-deny, and removing it opens the segment again. This
-// is the rule make k8s-conformance puts in k3d's node (afcluster link-local-rules), reproduced
-// here with the same enforcer, kube-router, and the same CNI, a bridge.
+// is the rule deploy/harden's agent puts on k3s' node (make k8s-conformance), the product's own
+// code (package harden), tried here with the same enforcer, kube-router, and the same CNI, a
+// bridge.
 func TestLinkLocalRule(t *testing.T) {
 	h := cluster(t)
 	requireState(t, h, testcluster.StateHoles)

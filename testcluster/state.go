@@ -53,8 +53,8 @@ func (s State) Is(o Observed) (bool, string) {
 				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
 		case o.KubeNetworkPolicies && !o.KubeNetworkPoliciesNode:
 			return false, "kube-network-policies does not see pods' connections to the node (no AF-KNP-NODE rule in INPUT)"
-		case o.KubeRouter && o.NodePortExemption == open:
-			return false, "kube-router exempts the whole NodePort range " + open
+		case o.KubeRouter && o.NodePortExemption == open && !o.NodePortGuard:
+			return false, "kube-router exempts the whole NodePort range " + open + " (and no AF-NODEPORT rule refuses pods' connections there)"
 		case o.DualStack && !o.IPv6Governed():
 			return false, "pods have IPv6 (dual-stack) and it is not governed (kube-router with IPv6 " + yes(o.KubeRouterIPv6) + ", the link-local rule " + yes(o.LinkLocalRule) + ")"
 		case !o.IPv6Governed():
@@ -67,8 +67,8 @@ func (s State) Is(o Observed) (bool, string) {
 				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
 		case o.IPv6Governed() && o.KubeNetworkPolicies && o.KubeNetworkPoliciesNode:
 			return false, "no hole is open: IPv6 is off in pods, and pods' connections to the node go to kube-network-policies' queue (AF-KNP-NODE)"
-		case o.IPv6Governed() && o.KubeRouter && o.NodePortExemption != open:
-			return false, "no hole is open: IPv6 is off in pods or governed, and kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open
+		case o.IPv6Governed() && o.KubeRouter && (o.NodePortExemption != open || o.NodePortGuard):
+			return false, "no hole is open: IPv6 is off in pods or governed, and kube-router exempts " + orNone(o.NodePortExemption) + ", not " + open + ", or AF-NODEPORT refuses pods' connections there"
 		}
 	case StateNoEnforcer:
 		if o.KubeRouterProcess || o.KubeRouterChains {

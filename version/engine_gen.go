@@ -4,4 +4,4 @@ package version
 
 // EngineDigest names the engine image this build carries: ghcr.io/antifailure/af-engine:<EngineDigest>.
 // It is a digest of the sidecar's and the gate's source (internal/sourcedigest).
-const EngineDigest = "9dac5275b708f5b1"
+const EngineDigest = "458aa598fb5ab8ee"

@@ -172,7 +172,7 @@ func plan() []entry {
 			}},
 			one("archives", clusterGo("runtime-archives", "-run", only("TestUpPublishesArchives"), kr)),
 			one("window", clusterGo("startup-window", "-run", only("TestStartupWindow"), tc)),
-			one("deploy", clusterGo("deploy-as-written", "./deploy/")),
+			one("deploy", clusterGo("deploy-as-written", "-skip", only("TestHardenOnTheShape", "TestHardenKeepsItsRules"), "./deploy/")),
 		),
 		// Four at a time: tests that touch only their own environments run beside each other
 		// (those that stop the enforcer, add a node or take most of its CPU run alone first:
@@ -204,6 +204,15 @@ func plan() []entry {
 			one("holes_conformance", conformance("holes-conformance-negative", "bin/conformance-holes.jsonl", nil,
 				"--expect-refusal", "--escape", "egress/no-bypass-by-ipv6-link-local", "--escape", "egress/no-node-access")),
 		),
+		// The k3s shape hardened as an operator would: af check as af-ci names the holes with
+		// their fix, deploy/harden applied as written closes them (af check contained); af up
+		// and conformance (no skip) on it; then its rules kept, left when it is deleted, and
+		// removed by its uninstall.
+		say("2a. the same holes closed by deploy/harden (af's node agent), as on stock k3s"),
+		run1(clusterGo("k3s-shape-harden", "-run", only("TestHardenOnTheShape"), "./deploy/")),
+		run1(clusterGo("k3s-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
+		run1(conformance("k3s-shape-hardened-conformance", "bin/conformance-k3s-hardened.jsonl", nil)),
+		run1(clusterGo("k3s-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
 		say("2b. the cluster again, dual-stack (IPv4 and IPv6 pods, Services, node, fake internet and resolver), kube-router governing both"),
 		run1(afcluster("cluster-up-dual-stack", "up", "-dual-stack", "-enforcer", "kube-router")),
@@ -243,6 +252,11 @@ func plan() []entry {
 		run1(clusterGo("knp-holes-af-up-refused", "-run", only("TestUpRefusedWithHoles"), kr)),
 		run1(conformance("knp-holes-conformance-negative", "bin/conformance-knp-holes.jsonl", nil,
 			"--expect-refusal", "--escape", "egress/no-bypass-by-ipv6-link-local", "--escape", "egress/no-node-access", "--escape", "egress/no-api-server")),
+		say("3c. the same holes closed by deploy/harden, as on kind (kindnet enforces through kube-network-policies' library)"),
+		run1(clusterGo("kind-shape-harden", "-run", only("TestHardenOnTheShape"), "./deploy/")),
+		run1(clusterGo("kind-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
+		run1(conformance("kind-shape-hardened-conformance", "bin/conformance-kind-hardened.jsonl", nil)),
+		run1(clusterGo("kind-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
 		say("4. the same cluster without an enforcer (negative controls)"),
 		run1(afcluster("cluster-up-no-enforcer", "up", "-enforcer", "none")),
@@ -252,6 +266,7 @@ func plan() []entry {
 			one("none_up", clusterGo("none-af-up-refused", "-run", only("TestUpRefusedWithoutEnforcer"), kr)),
 			one("none_action", clusterGo("none-action-refused", "-run", only("TestActionUnderActNotContained"), act)),
 			one("none_conformance", conformance("none-conformance-negative", "bin/conformance-no-enforcer.jsonl", nil, "--expect-refusal")),
+			one("none_check", clusterGo("none-af-check-refused", "-run", only("TestCheckAsCI"), "./deploy/")),
 		),
 		{stage: stageIntegration, doName: "the container daemon stopped", do: func(ctx context.Context, r *runner) error { return r.dockerdStop(ctx) }},
 

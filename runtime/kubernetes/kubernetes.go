@@ -212,6 +212,9 @@ func (r *Runtime) Watcher() afruntime.Watcher { return r }
 // Observer: the runtime reaches sidecars and services through port-forwards.
 func (r *Runtime) Observer() afruntime.Observer { return r }
 
+// Checker is the runtime itself: af check (check.go).
+func (r *Runtime) Checker() afruntime.Checker { return r }
+
 // contextFor picks the kubeconfig context: the manifest's, else --context, else current.
 func (r *Runtime) contextFor(m *manifest.Manifest) (name, from string) {
 	if m != nil && m.Runtime.KubeconfigContext != "" {

@@ -16,6 +16,12 @@ import (
 // policies, the sidecar and the probe beside the workloads held at their gates, the services
 // released in their order, the preview URLs.
 func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.Result, err error) {
+	return r.up(ctx, spec, false)
+}
+
+// up is Up; with probeOnly (af check) it stops after the probe's verdict, having written no
+// workload: the steps before it are af up's own.
+func (r *Runtime) up(ctx context.Context, spec afruntime.Spec, probeOnly bool) (res *afruntime.Result, err error) {
 	parent := ctx
 	var writer *writerHold // from the namespace step on: this run is the environment's one writer
 	defer func() {
@@ -175,6 +181,9 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 		// application code runs before the probe has passed: only then are holds released.
 		{"sidecar and probe", true, func() (bool, error) {
 			verdict, err := r.sidecarAndProbe(ctx, t, e, func(ctx context.Context) (err error) {
+				if probeOnly {
+					return nil
+				}
 				w, err = r.writeWorkloads(ctx, t, e)
 				return err
 			})
@@ -199,6 +208,9 @@ func (r *Runtime) Up(ctx context.Context, spec afruntime.Spec) (res *afruntime.R
 				return nil, err
 			}
 			return res, err
+		}
+		if probeOnly && s.name == "sidecar and probe" {
+			return res, nil
 		}
 	}
 	st, err := r.Status(ctx, spec.Ref)

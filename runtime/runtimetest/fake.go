@@ -43,6 +43,10 @@ type Fake struct {
 	// Envs are the environments Environments lists; Down removes the one it names (unless
 	// DownErr).
 	Envs []afruntime.Environment
+	// CheckResult and CheckErr are what Check answers; with both nil the fake offers no
+	// Checker.
+	CheckResult *afruntime.Check
+	CheckErr    error
 
 	mu    sync.Mutex
 	calls []Call
@@ -124,6 +128,20 @@ func (f *Fake) Watcher() afruntime.Watcher { return f }
 
 // Observer: a bare Fake observes nothing (an Observed does).
 func (f *Fake) Observer() afruntime.Observer { return nil }
+
+// Checker returns the fake when it has a check to answer, else nil.
+func (f *Fake) Checker() afruntime.Checker {
+	if f.CheckResult == nil && f.CheckErr == nil {
+		return nil
+	}
+	return f
+}
+
+// Check records the call and answers CheckResult, CheckErr.
+func (f *Fake) Check(context.Context, afruntime.CheckOptions) (*afruntime.Check, error) {
+	f.record(Call{Method: "Check"})
+	return f.CheckResult, f.CheckErr
+}
 
 // Watch records ref and answers from StatusResult's watch, else absent: the fake runs no probe.
 func (f *Fake) Watch(_ context.Context, ref afruntime.Ref) (*afruntime.Watch, error) {

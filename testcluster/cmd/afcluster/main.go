@@ -45,7 +45,7 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|holes|internet|link-local-rules|leftovers|import|image|test-image")
+		return fmt.Errorf("usage: afcluster up|ensure|down|status|env|holes|internet|leftovers|import|image|test-image")
 	}
 	switch args[0] {
 	case "up", "ensure":
@@ -116,14 +116,6 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		printEnv(h)
-		return nil
-	case "link-local-rules":
-		// The link-local rule as shell commands for another cluster's node (make
-		// k8s-conformance runs them in k3d's node, whose pods' bridge is cni0).
-		if len(args) != 2 {
-			return fmt.Errorf("usage: afcluster link-local-rules BRIDGE")
-		}
-		fmt.Print(testcluster.LinkLocalRuleScript(args[1]))
 		return nil
 	case "internet":
 		// The fake internet's plan, for a cluster other than this one (make k8s-conformance

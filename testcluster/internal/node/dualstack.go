@@ -3,8 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
-	"strings"
 
+	"github.com/antifailure/af/harden"
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
@@ -30,64 +30,18 @@ import (
 // The IPv6 hole of a dual-stack cluster (Holes.IPv6) is the cluster as nobody hardened it for
 // IPv6: kube-router IPv4-only, its IPv6 chains gone, and no link-local rule.
 
-// linkLocalChain is the link-local rule's chain.
-const linkLocalChain = "AF-LINK-LOCAL"
+// linkLocalChain is the link-local rule's chain: the product's (package harden, which
+// deploy/harden's agent keeps on a node), put here by the same code.
+const linkLocalChain = harden.ChainLinkLocal
 
-// linkLocalRules are the chain's rules, after `-A linkLocalChain`.
-var linkLocalRules = [][]string{
-	// Neighbour discovery (router and neighbour solicitation and advertisement) and multicast
-	// listener queries and reports: what a pod's IPv6 needs to reach its gateway.
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "133", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "134", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "135", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "136", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "130", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "131", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "132", "-j", "RETURN"},
-	{"-p", "ipv6-icmp", "-m", "icmp6", "--icmpv6-type", "143", "-j", "RETURN"},
-	{"-s", "fe80::/10", "-m", "comment", "--comment", "af: pods' link-local traffic, which no pod chain of kube-router matches", "-j", "DROP"},
-	{"-d", "fe80::/10", "-m", "comment", "--comment", "af: pods' link-local traffic, which no pod chain of kube-router matches", "-j", "DROP"},
-	{"-d", "ff00::/8", "-m", "comment", "--comment", "af: pods' multicast beyond neighbour discovery", "-j", "DROP"},
-}
-
-// setLinkLocalRule puts the link-local rule in place (open false) or removes it (open true).
+// setLinkLocalRule puts the link-local rule on the pods' bridge (open false) or removes it
+// (open true).
 func setLinkLocalRule(ctx context.Context, open bool) error {
-	return setChain(ctx, "ip6tables", linkLocalChain, linkLocalRules, linkLocalJumps(layout.Bridge), open)
+	return setRule(ctx, harden.LinkLocal([]string{layout.Bridge}), open)
 }
 
 // SetLinkLocalRule puts the link-local rule in place (on) or removes it on the running cluster.
 func SetLinkLocalRule(ctx context.Context, on bool) error { return setLinkLocalRule(ctx, !on) }
-
-// linkLocalJumps are the rule's jumps: traffic that comes in from the pods' bridge, to the node
-// and between pods.
-func linkLocalJumps(bridge string) [][]string {
-	return [][]string{{"INPUT", "-i", bridge}, {"FORWARD", "-i", bridge}}
-}
-
-// LinkLocalRuleScript is the link-local rule as shell commands (set -e; idempotent) for a node
-// whose pods' bridge is bridge: the chain made or emptied, its rules, the jumps put first once,
-// and bridged IPv6 sent through ip6tables.
-func LinkLocalRuleScript(bridge string) string {
-	q := func(args []string) string {
-		out := make([]string, len(args))
-		for i, a := range args {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'"'"'`) + "'"
-		}
-		return strings.Join(out, " ")
-	}
-	var b strings.Builder
-	b.WriteString("set -e\n")
-	b.WriteString("echo 1 > /proc/sys/net/bridge/bridge-nf-call-ip6tables\n")
-	fmt.Fprintf(&b, "ip6tables -N %s 2>/dev/null || ip6tables -F %s\n", linkLocalChain, linkLocalChain)
-	for _, r := range linkLocalRules {
-		fmt.Fprintf(&b, "ip6tables -A %s %s\n", linkLocalChain, q(r))
-	}
-	for _, j := range linkLocalJumps(bridge) {
-		rule := q(append(j[1:], "-j", linkLocalChain))
-		fmt.Fprintf(&b, "ip6tables -C %s %s 2>/dev/null || ip6tables -I %s 1 %s\n", j[0], rule, j[0], rule)
-	}
-	return b.String()
-}
 
 // setupNetwork6 adds the IPv6 half to what setupNetwork made: the node's address on the
 // bridge, IPv6 transit links to the test namespaces, the fake internet's and the fake metadata

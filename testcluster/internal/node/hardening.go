@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/antifailure/af/harden"
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
@@ -33,69 +35,39 @@ import (
 // its queue, whatever the pod's policies say. NetworkPolicy leaves traffic between a pod and
 // its own node to the implementation, and this one lets it all through. The operator's fix is
 // one rule: pods' new connections to the node's own addresses go to the same queue
-// (AF-KNP-NODE in the input hook), where kube-network-policies decides them by the pods'
+// (AF-KNP-NODE in the input hook, as deploy/harden's agent puts it), where kube-network-policies decides them by the pods'
 // policies like any other; a pod of a namespace without policies still reaches the node.
 // Holes leaves that rule out.
 //
-// knpNodeChain is that rule's chain.
-const knpNodeChain = "AF-KNP-NODE"
+// knpNodeChain is that rule's chain: the product's (package harden, which deploy/harden's
+// agent keeps on a node), put here by the same code.
+const knpNodeChain = harden.ChainKNPNode
 
-// knpNodeRule is the rule's text after `-A knpNodeChain`: new connections that come in from
-// the pods' bridge (the node's own traffic to itself comes in on lo).
-var knpNodeRule = []string{"-i", layout.Bridge, "-s", layout.PodCIDR, "-m", "conntrack", "--ctstate", "NEW",
-	"-m", "comment", "--comment", "af test cluster: pods' new connections to the node, decided by kube-network-policies",
-	"-j", "NFQUEUE", "--queue-num", KubeNetworkPoliciesQueue}
+// knpNodeRule is the rule: the pods' new connections to the node (not on loopback) to the queue
+// kube-network-policies reads.
+func knpNodeRule() harden.Rule {
+	q, _ := strconv.Atoi(KubeNetworkPoliciesQueue)
+	return harden.KNPNode("iptables", []string{layout.PodCIDR}, q)
+}
 
 // setKNPNodeRule puts the rule in place (open false) or removes it (open true).
 func setKNPNodeRule(ctx context.Context, open bool) error {
-	return setChain(ctx, "iptables", knpNodeChain, [][]string{knpNodeRule}, [][]string{{"INPUT"}}, open)
+	return setRule(ctx, knpNodeRule(), open)
 }
 
-// absentRule is true for iptables' ways of saying there was nothing to delete.
-func absentRule(err error) bool {
-	for _, s := range []string{"No chain", "does a matching rule exist", "Bad rule", "does not exist"} {
-		if strings.Contains(err.Error(), s) {
-			return true
-		}
-	}
-	return false
+// nodeRunner runs the node's programs for package harden: this machine is the node.
+type nodeRunner struct{}
+
+func (nodeRunner) Run(ctx context.Context, name string, args ...string) (string, error) {
+	return run(ctx, name, args...)
 }
 
-// setChain puts an operator's chain in place (open false): chain in the filter table of tool
-// (iptables or ip6tables), holding rules, jumped to first from each of jumps (a built-in chain
-// and the match of its jump rule). With open true it removes the jumps and the chain.
-func setChain(ctx context.Context, tool, chain string, rules, jumps [][]string, open bool) error {
-	jump := func(j []string) []string { return append(append([]string{j[0]}, j[1:]...), "-j", chain) }
+// setRule puts one of the product's rules in place (open false) or removes it (open true).
+func setRule(ctx context.Context, r harden.Rule, open bool) error {
 	if open {
-		for _, j := range jumps {
-			if _, err := run(ctx, tool, append([]string{"-D"}, jump(j)...)...); err != nil && !absentRule(err) {
-				return fmt.Errorf("remove the jump to %s from %s: %w", chain, j[0], err)
-			}
-		}
-		_, _ = run(ctx, tool, "-F", chain)
-		_, _ = run(ctx, tool, "-X", chain)
-		return nil
+		return harden.Remove(ctx, nodeRunner{}, r.Tool, r.Chain)
 	}
-	if _, err := run(ctx, tool, "-N", chain); err != nil && !strings.Contains(err.Error(), "exists") {
-		return fmt.Errorf("add %s: %w", chain, err)
-	}
-	if _, err := run(ctx, tool, "-F", chain); err != nil {
-		return fmt.Errorf("flush %s: %w", chain, err)
-	}
-	for _, r := range rules {
-		if _, err := run(ctx, tool, append([]string{"-A", chain}, r...)...); err != nil {
-			return fmt.Errorf("add a rule to %s: %w", chain, err)
-		}
-	}
-	for _, j := range jumps {
-		if _, err := run(ctx, tool, append([]string{"-C"}, jump(j)...)...); err == nil {
-			continue
-		}
-		if _, err := run(ctx, tool, append([]string{"-I", j[0], "1"}, jump(j)[1:]...)...); err != nil {
-			return fmt.Errorf("jump to %s from %s: %w", chain, j[0], err)
-		}
-	}
-	return nil
+	return harden.Apply(ctx, nodeRunner{}, r)
 }
 
 // Node port ranges kube-router exempts: its default, and the narrowed one.

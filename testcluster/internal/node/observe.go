@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/antifailure/af/harden"
 	"github.com/antifailure/af/testcluster/internal/layout"
 )
 
@@ -41,6 +42,9 @@ type Observed struct {
 	// KubeRouterIPv6: kube-router's process runs with --enable-ipv6 and its chains are in
 	// ip6tables.
 	KubeRouterIPv6 bool
+	// NodePortGuard: pods' connections to host listeners in kube-router's NodePort range are
+	// refused ahead of its exemption (deploy/harden's AF-NODEPORT, jumped to from INPUT).
+	NodePortGuard bool
 	// LinkLocalRule: pods' link-local traffic beyond neighbour discovery is dropped, to the
 	// node and between pods (dualstack.go's AF-LINK-LOCAL).
 	LinkLocalRule bool
@@ -69,7 +73,8 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	o.KubeNetworkPoliciesRules, _ = knpEnforcing(ctx)
 	_, o.KubeNetworkPoliciesTable = knpRules(ctx)
 	o.KubeNetworkPolicies = o.KubeNetworkPoliciesProcess && o.KubeNetworkPoliciesRules
-	o.KubeNetworkPoliciesNode = strings.Contains(rules, "-A INPUT -j "+knpNodeChain) && strings.Contains(rules, "-A "+knpNodeChain+" ") && strings.Contains(rules, "NFQUEUE")
+	o.KubeNetworkPoliciesNode = jumpsFromInput(rules, knpNodeChain) && strings.Contains(rules, "-A "+knpNodeChain+" ") && strings.Contains(rules, "NFQUEUE")
+	o.NodePortGuard = jumpsFromInput(rules, harden.ChainNodePort) && strings.Contains(rules, "-A "+harden.ChainNodePort+" ")
 	if m := exemption.FindStringSubmatch(rules); m != nil {
 		o.NodePortExemption = m[1]
 	}
@@ -86,6 +91,16 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 			strings.Contains(rules6, "-A "+linkLocalChain+" -s fe80::/10")
 	}
 	return o, nil
+}
+
+// jumpsFromInput is true when iptables-save's rules jump to chain from INPUT.
+func jumpsFromInput(rules, chain string) bool {
+	for _, l := range strings.Split(rules, "\n") {
+		if strings.HasPrefix(l, "-A INPUT ") && strings.HasSuffix(strings.TrimSpace(l), "-j "+chain) {
+			return true
+		}
+	}
+	return false
 }
 
 // Enforcer names the enforcer observed enforcing ("" for none).

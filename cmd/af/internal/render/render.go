@@ -17,6 +17,10 @@ import (
 	afruntime "github.com/antifailure/af/runtime"
 )
 
+// Table writes rows with every column as wide as its widest cell (the last column unpadded),
+// each line after indent.
+func Table(w io.Writer, indent string, rows [][]string) { table(w, indent, rows) }
+
 // table writes rows with every column as wide as its widest cell (the last column unpadded).
 func table(w io.Writer, indent string, rows [][]string) {
 	width := map[int]int{}

@@ -13,10 +13,12 @@ import (
 
 	actioncmd "github.com/antifailure/af/cmd/af/internal/cmd/action"
 	appcmd "github.com/antifailure/af/cmd/af/internal/cmd/app"
+	"github.com/antifailure/af/cmd/af/internal/cmd/check"
 	conformancecmd "github.com/antifailure/af/cmd/af/internal/cmd/conformance"
 	"github.com/antifailure/af/cmd/af/internal/cmd/down"
 	"github.com/antifailure/af/cmd/af/internal/cmd/engineimage"
 	gatecmd "github.com/antifailure/af/cmd/af/internal/cmd/gate"
+	hardencmd "github.com/antifailure/af/cmd/af/internal/cmd/harden"
 	"github.com/antifailure/af/cmd/af/internal/cmd/inbox"
 	"github.com/antifailure/af/cmd/af/internal/cmd/logs"
 	netcmd "github.com/antifailure/af/cmd/af/internal/cmd/net"
@@ -77,7 +79,7 @@ The manifest is af.yaml at the repository root; run 'af validate' to check it.`,
 	pf.BoolVar(&opts.NoColor, "no-color", false, "no colour in output (also when NO_COLOR is set)")
 
 	cmd.AddCommand(validate.NewCmdValidate(f))
-	cmd.AddCommand(up.NewCmdUp(f), down.NewCmdDown(f), status.NewCmdStatus(f))
+	cmd.AddCommand(up.NewCmdUp(f), down.NewCmdDown(f), status.NewCmdStatus(f), check.NewCmdCheck(f), hardencmd.NewCmdHarden(f))
 	cmd.AddCommand(conformancecmd.NewCmdConformance(f))
 	cmd.AddCommand(versioncmd.NewCmdVersion(f))
 	cmd.AddCommand(sidecarcmd.NewCmdSidecar(f))

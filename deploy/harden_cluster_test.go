@@ -1,0 +1,387 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/antifailure/af/harden"
+	"github.com/antifailure/af/internal/afbuild"
+	"github.com/antifailure/af/testcluster"
+	"github.com/antifailure/af/version"
+)
+
+// asShipped returns the path of a manifest of deploy/ to apply and the image it names, that
+// image made locally by its name (this tree's af): the file as written, or, when a release
+// pinned the image by digest (hack/release.sh: a digest names one build, which this tree's is
+// not), a copy with this tree's image by the release's tag in its place, every other line as
+// written.
+func asShipped(t *testing.T, ctx context.Context, h *testcluster.Handle, path string) (string, string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+image:\s*(\S+)(\s+#.*)?$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatalf("%s names no image", path)
+	}
+	image, shipped := string(m[1]), path
+	if version.PinnedActionImage(image) {
+		t.Logf("%s pins %s; this tree's build runs as %s instead", path, image, version.ActionImage)
+		shipped = filepath.Join(t.TempDir(), filepath.Base(path))
+		if err := os.WriteFile(shipped, []byte(strings.ReplaceAll(string(data), image, version.ActionImage)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		image = version.ActionImage
+	}
+	if err := h.ImportEngineImageAs(ctx, "..", image); err != nil {
+		t.Fatal(err)
+	}
+	return shipped, image
+}
+
+// checkRun is one af check, as af-ci, as a pipeline runs it.
+type checkRun struct {
+	Exit   int
+	Out    string
+	ErrOut string
+	Result struct {
+		Contained bool             `json:"contained"`
+		Namespace string           `json:"namespace"`
+		Removed   bool             `json:"removed"`
+		Hardening []harden.Report  `json:"hardening"`
+		Advice    []harden.Advice  `json:"advice"`
+		Cluster   []map[string]any `json:"cluster"`
+	}
+}
+
+// afCheckAsCI runs af check -o json with af-ci's identity (deploy/ci applied as written) and the
+// test cluster's targets.
+func afCheckAsCI(t *testing.T, ctx context.Context, h *testcluster.Handle) checkRun {
+	t.Helper()
+	if err := h.ImportEngineImage(ctx, ".."); err != nil {
+		t.Fatal(err)
+	}
+	flat, err := h.CIKubeconfig(ctx, "..", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := filepath.Join(t.TempDir(), "af-ci.kubeconfig")
+	if err := os.WriteFile(kc, []byte(flat), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "KUBECONFIG="+kc, "AF_ENGINE_IMAGE="+version.LocalEngineImage, "AF_REQUIRE_BOUNDED_CREDENTIAL=1")
+	for k, v := range h.GateEnv() {
+		env = append(env, k+"="+v)
+	}
+	cmd := exec.CommandContext(ctx, afbuild.Binary(t), "check", "-o", "json")
+	cmd.Env = env
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	r := checkRun{Out: out.String(), ErrOut: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.Exit = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(r.Out), &r.Result); err != nil {
+		t.Fatalf("af check -o json (exit %d) is not JSON: %v\n%s\n%s", r.Exit, err, r.Out, r.ErrOut)
+	}
+	if !r.Result.Removed || !strings.HasPrefix(r.Result.Namespace, "af-env-af-check-") {
+		t.Errorf("af check left its namespace %q (removed %v)", r.Result.Namespace, r.Result.Removed)
+	}
+	t.Logf("af check as af-ci: exit %d, contained %v, advice %+v", r.Exit, r.Result.Contained, r.Result.Advice)
+	return r
+}
+
+// advised is every route the check's advice names, and whether each advice's fix names want.
+func (r checkRun) advised(want string) ([]string, bool) {
+	var routes []string
+	all := true
+	for _, a := range r.Result.Advice {
+		routes = append(routes, a.Routes...)
+		all = all && strings.Contains(a.Fix, want)
+	}
+	slices.Sort(routes)
+	return slices.Compact(routes), all
+}
+
+// TestCheckAsCI: af check, run with af-ci's rights only, says what the cluster in front of it
+// is, whatever state make test left it in: enforcing, every route denied and exit 0; without an
+// enforcer, the routes off the cluster open, the fix "run an enforcer", exit 3 (AF-RUN-059).
+// The holes' shapes are TestHardenOnTheShape's.
+func TestCheckAsCI(t *testing.T) {
+	h := testcluster.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	o, err := h.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enforcing, _ := testcluster.StateEnforcing.Is(o)
+	none, _ := testcluster.StateNoEnforcer.Is(o)
+	r := afCheckAsCI(t, ctx, h)
+	switch {
+	case enforcing:
+		if r.Exit != 0 || !r.Result.Contained || len(r.Result.Advice) > 0 {
+			t.Errorf("an enforcing cluster: exit %d, contained %v, advice %+v\n%s", r.Exit, r.Result.Contained, r.Result.Advice, r.ErrOut)
+		}
+	case none:
+		routes, _ := r.advised("")
+		if r.Exit != 3 || r.Result.Contained || !slices.Contains(routes, "tcp-public") || !slices.Contains(routes, "udp-dns") ||
+			len(r.Result.Advice) == 0 || !strings.Contains(r.Result.Advice[0].Fix, "Run an enforcer") {
+			t.Errorf("no enforcer: exit %d, contained %v, advice %+v", r.Exit, r.Result.Contained, r.Result.Advice)
+		}
+	default:
+		t.Fatalf("PRECONDITION: the cluster enforcing or without an enforcer (holes: TestHardenOnTheShape); observed %+v", o)
+	}
+}
+
+// shapeRoutes are the routes af check must name open on each shape (its enforcer, holes open).
+var shapeRoutes = map[string][]string{
+	// k3s: kube-router's NodePort exemption (the node's listener in the range, and the range
+	// itself) and pods' IPv6 link-local segment.
+	testcluster.EnforcerKubeRouter: {"ipv6-link-local", "node-local", "node-unannounced"},
+	// kind: the node outside kube-network-policies' hooks (the kubelet, the API server on the
+	// node) and the link-local segment.
+	testcluster.EnforcerKubeNetworkPolicies: {"apiserver", "ipv6-link-local", "node-local"},
+}
+
+// TestHardenOnTheShape: on the shape of a cluster teams have (kube-router as k3s runs it, or
+// kube-network-policies as kind's kindnet does: the holes open), af check as af-ci names the
+// open routes with deploy/harden as their fix and exits 3; deploy/harden/harden.yaml applied
+// as written reports every node hardened within its period, and af check then says contained
+// with exit 0 and shows the nodes' reports. It leaves deploy/harden in place for what runs
+// next on the shape (af up, conformance); TestHardenKeepsItsRules takes it out.
+func TestHardenOnTheShape(t *testing.T) {
+	h := testcluster.Require(t)
+	h.RequireState(t, testcluster.StateHoles)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	o, err := h.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := shapeRoutes[o.Enforcer()]
+	if want == nil {
+		t.Fatalf("no shape for enforcer %q", o.Enforcer())
+	}
+	if o.LinkLocalRule || o.NodePortGuard || o.KubeNetworkPoliciesNode || o.PodIPv6Off {
+		t.Fatalf("PRECONDITION: the shape as teams get it, no rule of af's on the node and IPv6 on in pods; observed %+v", o)
+	}
+	before := afCheckAsCI(t, ctx, h)
+	routes, fixed := before.advised("deploy/harden")
+	if before.Exit != 3 || before.Result.Contained || !slices.Equal(routes, want) || !fixed {
+		t.Errorf("the %s shape: exit %d, contained %v, routes %v (want %v), every fix deploy/harden %v\n%+v",
+			o.Enforcer(), before.Exit, before.Result.Contained, routes, want, fixed, before.Result.Advice)
+	}
+
+	shipped, _ := asShipped(t, ctx, h, filepath.Join("harden", "harden.yaml"))
+	start := time.Now()
+	if out, err := h.Kubectl(ctx, "", "apply", "-f", shipped); err != nil {
+		t.Fatalf("kubectl apply -f deploy/harden/harden.yaml: %v\n%s", err, out)
+	}
+	rep := waitReport(t, ctx, h, func(r harden.Report) error {
+		if !r.Hardened() || len(r.Rules) == 0 {
+			return fmt.Errorf("not hardened yet: %+v", r.Rules)
+		}
+		return nil
+	})
+	t.Logf("deploy/harden applied to every node hardened: %s (%s: %+v)", time.Since(start).Round(100*time.Millisecond), rep.Found.Enforcer, rep.Rules)
+	if string(rep.Found.Enforcer) != o.Enforcer() {
+		t.Errorf("deploy/harden read enforcer %q, the cluster runs %s", rep.Found.Enforcer, o.Enforcer())
+	}
+	after := afCheckAsCI(t, ctx, h)
+	if after.Exit != 0 || !after.Result.Contained || len(after.Result.Advice) > 0 || len(after.Result.Hardening) != 1 || !after.Result.Hardening[0].Hardened() {
+		t.Errorf("the %s shape hardened: exit %d, contained %v, reports %+v\n%s", o.Enforcer(), after.Exit, after.Result.Contained, after.Result.Hardening, after.ErrOut)
+	}
+	enf := ""
+	for _, f := range after.Result.Cluster {
+		if f["name"] == "enforcer" {
+			enf, _ = f["value"].(string)
+			break
+		}
+	}
+	if enf != o.Enforcer() {
+		t.Errorf("af check names enforcer %q, the cluster runs %s: %v", enf, o.Enforcer(), after.Result.Cluster)
+	}
+}
+
+// waitReport waits until deploy/harden's one node report satisfies ok.
+func waitReport(t *testing.T, ctx context.Context, h *testcluster.Handle, ok func(harden.Report) error) harden.Report {
+	t.Helper()
+	var last error
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		out, err := h.Kubectl(ctx, "", "-n", harden.Namespace, "get", "configmaps", "-l", harden.ReportLabel+"="+harden.ReportLabelValue, "-o", "json")
+		if err != nil {
+			last = err
+			continue
+		}
+		var list struct {
+			Items []struct {
+				Data map[string]string `json:"data"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Items) != 1 {
+			last = fmt.Errorf("%d reports (%v)", len(list.Items), err)
+			continue
+		}
+		var rep harden.Report
+		if err := json.Unmarshal([]byte(list.Items[0].Data[harden.ReportKey]), &rep); err != nil {
+			last = err
+			continue
+		}
+		if last = ok(rep); last == nil {
+			return rep
+		}
+	}
+	t.Fatalf("deploy/harden's report: %v", last)
+	return harden.Report{}
+}
+
+// nodeRules are the rules deploy/harden keeps on this node, as its agent plans them from what
+// it reads here (the test runs on the node).
+func nodeRules(t *testing.T, ctx context.Context, rep harden.Report) []harden.Rule {
+	t.Helper()
+	rules, _ := harden.Plan(harden.Node{Found: harden.Detect(harden.ReadTables(ctx, harden.Host{}, "/proc/net/netfilter/nfnetlink_queue")),
+		PodCIDRs: rep.PodCIDRs, Bridges: rep.Bridges})
+	if len(rules) == 0 {
+		t.Fatal("no rule planned for this node")
+	}
+	return rules
+}
+
+// present is each rule's presence on the node, by name.
+func present(t *testing.T, ctx context.Context, rules []harden.Rule) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, r := range rules {
+		ok, _, err := harden.Present(ctx, harden.Host{}, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.Tool+"/"+r.Chain] = ok
+	}
+	return out
+}
+
+// TestHardenKeepsItsRules: deploy/harden in place (TestHardenOnTheShape), its rules taken out by
+// hand are put back within its period (measured, and an event says so); its DaemonSet deleted,
+// the rules stay (it fails closed); deploy/harden/uninstall.yaml applied as written removes
+// them and reports it; then everything of deploy/harden is deleted, and the shape's holes are
+// open again.
+func TestHardenKeepsItsRules(t *testing.T) {
+	h := testcluster.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shipped, _ := asShipped(t, ctx, h, filepath.Join("harden", "harden.yaml"))
+	uninstall, _ := asShipped(t, ctx, h, filepath.Join("harden", "uninstall.yaml"))
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", uninstall)
+		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", shipped)
+		_ = harden.RemoveAll(c, harden.Host{})
+	})
+	if out, err := h.Kubectl(ctx, "", "apply", "-f", shipped); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	rep := waitReport(t, ctx, h, func(r harden.Report) error {
+		if !r.Hardened() || len(r.Rules) == 0 {
+			return fmt.Errorf("not hardened: %+v", r.Rules)
+		}
+		return nil
+	})
+	rules := nodeRules(t, ctx, rep)
+	for name, ok := range present(t, ctx, rules) {
+		if !ok {
+			t.Fatalf("%s reported in place, not on the node", name)
+		}
+	}
+	period := 10 * time.Second // harden.yaml's --period
+
+	// Taken out by hand: each chain's jumps and rules removed, as an operator's flush would.
+	if err := harden.RemoveAll(ctx, harden.Host{}); err != nil {
+		t.Fatal(err)
+	}
+	gone := time.Now()
+	for _, ok := range present(t, ctx, rules) {
+		if ok {
+			t.Fatal("a rule survived its removal by hand")
+		}
+	}
+	var back time.Duration
+	for time.Since(gone) < 3*period {
+		all := true
+		for _, ok := range present(t, ctx, rules) {
+			all = all && ok
+		}
+		if all {
+			back = time.Since(gone)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if back == 0 {
+		t.Fatalf("the rules removed by hand were not put back within 3 periods (%s)", 3*period)
+	}
+	t.Logf("rules removed by hand put back after %s (period %s)", back.Round(100*time.Millisecond), period)
+	waitReport(t, ctx, h, func(r harden.Report) error {
+		if r.Reapplied == 0 {
+			return fmt.Errorf("the report counts no rule put back")
+		}
+		return nil
+	})
+	if out, _ := h.Kubectl(ctx, "", "-n", harden.Namespace, "get", "events", "--field-selector", "reason=RulePutBack", "-o", "name"); strings.TrimSpace(out) == "" {
+		t.Error("no RulePutBack event")
+	}
+
+	// The DaemonSet deleted, its pod gone: the rules stay.
+	if out, err := h.Kubectl(ctx, "", "-n", harden.Namespace, "delete", "daemonset", "af-harden", "--wait=true"); err != nil {
+		t.Fatalf("delete the DaemonSet: %v\n%s", err, out)
+	}
+	if out, err := h.Kubectl(ctx, "", "-n", harden.Namespace, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/name=af-harden", "--timeout=60s"); err != nil {
+		t.Fatalf("the agent's pod did not go: %v\n%s", err, out)
+	}
+	time.Sleep(period)
+	for name, ok := range present(t, ctx, rules) {
+		if !ok {
+			t.Errorf("%s gone after the DaemonSet was deleted: the agent must leave its rules (fail closed)", name)
+		}
+	}
+
+	// The uninstall path removes them, and says so.
+	if out, err := h.Kubectl(ctx, "", "apply", "-f", uninstall); err != nil {
+		t.Fatalf("kubectl apply -f deploy/harden/uninstall.yaml: %v\n%s", err, out)
+	}
+	waitReport(t, ctx, h, func(r harden.Report) error {
+		if !r.Uninstalled {
+			return fmt.Errorf("not uninstalled yet")
+		}
+		return nil
+	})
+	for name, ok := range present(t, ctx, rules) {
+		if ok {
+			t.Errorf("%s still on the node after the uninstall", name)
+		}
+	}
+	for _, f := range []string{uninstall, shipped} {
+		if out, err := h.Kubectl(ctx, "", "delete", "--ignore-not-found", "--wait=true", "-f", f); err != nil {
+			t.Errorf("kubectl delete -f %s: %v\n%s", f, err, out)
+		}
+	}
+	h.RequireState(t, testcluster.StateHoles)
+}
