@@ -128,7 +128,7 @@ func TestAdvise(t *testing.T) {
 		{"hardened yet open", []Open{o(gate.RouteLinkLocal, "ff02::1+neighbours")}, Seen{Enforcer: KubeRouter, Hardened: true},
 			[]string{"ipv6-link-local reports on every node"}},
 		{"calico, node and metadata open", []Open{o(gate.RouteNode, "10.0.0.1:10250"), o(gate.RouteMetadata, "169.254.77.1:80")}, Seen{Enforcer: Calico},
-			[]string{"node-local HostEndpoint", "metadata 169.254.169.254"}},
+			[]string{"node-local HostEndpoint", "metadata IMDSv2"}},
 		{"a route af has no word for", []Open{o("sctp-something", "x")}, Seen{Enforcer: KubeRouter}, []string{"sctp-something knows no cause"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

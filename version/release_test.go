@@ -69,12 +69,14 @@ func TestReleasePinsTheImages(t *testing.T) {
 	if head := git(t, clone, "rev-parse", "HEAD"); tagged != head || git(t, clone, "rev-parse", "HEAD^") != source {
 		t.Fatalf("tag %s at %s, HEAD %s: want the tag on one commit after %s", version.Release, tagged, head, source)
 	}
-	if changed := git(t, clone, "diff", "--numstat", "HEAD^", "HEAD"); changed != "1\t1\taction.yml\n1\t1\tdeploy/app/deployment.yaml" {
-		t.Errorf("the release commit changed\n%s\nwant one line of action.yml and one of deploy/app/deployment.yaml", changed)
+	if changed := git(t, clone, "diff", "--numstat", "HEAD^", "HEAD"); changed != "1\t1\taction.yml\n1\t1\tdeploy/app/deployment.yaml\n1\t1\tdeploy/harden/harden.yaml\n1\t1\tdeploy/harden/uninstall.yaml" {
+		t.Errorf("the release commit changed\n%s\nwant one line of action.yml, of deploy/app/deployment.yaml and of each of deploy/harden's", changed)
 	}
 	for file, want := range map[string]string{
-		"action.yml":                 "\n  image: docker://" + pinned + " # " + version.Release + "\n",
-		"deploy/app/deployment.yaml": "\n          image: " + pinned + " # " + version.Release + "\n",
+		"action.yml":                   "\n  image: docker://" + pinned + " # " + version.Release + "\n",
+		"deploy/app/deployment.yaml":   "\n          image: " + pinned + " # " + version.Release + "\n",
+		"deploy/harden/harden.yaml":    "\n          image: " + pinned + " # " + version.Release + "\n",
+		"deploy/harden/uninstall.yaml": "\n          image: " + pinned + " # " + version.Release + "\n",
 	} {
 		if b, err := os.ReadFile(filepath.Join(clone, file)); err != nil || !strings.Contains(string(b), want) {
 			t.Errorf("%s after the release lacks %q (%v)", file, strings.TrimSpace(want), err)
