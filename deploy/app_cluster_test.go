@@ -11,14 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/antifailure/af/github/delivery"
 	"github.com/antifailure/af/testcluster"
-	"github.com/antifailure/af/version"
 )
 
 // TestAppAsShipped: deploy/app applied as docs/github.md says (rbac.yaml, the Secret made from
@@ -29,30 +27,7 @@ func TestAppAsShipped(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	deployment, err := os.ReadFile(filepath.Join("app", "deployment.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^\s+image:\s*(\S+)(\s+#.*)?$`).FindSubmatch(deployment)
-	if m == nil {
-		t.Fatal("deploy/app/deployment.yaml names no image")
-	}
-	shipped := filepath.Join("app", "deployment.yaml")
-	image := string(m[1])
-	if version.PinnedActionImage(image) {
-		// A release pinned the image by digest (hack/release.sh): a digest names one build,
-		// which this tree's is not. This tree's image runs in its place, by the release's tag;
-		// every other line is applied as written.
-		t.Logf("deployment.yaml pins %s; this tree's build runs as %s instead", image, version.ActionImage)
-		shipped = filepath.Join(t.TempDir(), "deployment.yaml")
-		if err := os.WriteFile(shipped, []byte(strings.Replace(string(deployment), image, version.ActionImage, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		image = version.ActionImage
-	}
-	if err := h.ImportEngineImageAs(ctx, "..", image); err != nil {
-		t.Fatal(err)
-	}
+	shipped, _ := asShipped(t, ctx, h, filepath.Join("app", "deployment.yaml"))
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()

@@ -79,6 +79,12 @@ func serveDNS(t *testing.T, table map[string]string) string {
 		}
 		_ = w.WriteMsg(m)
 	})
+	return listenDNS(t, h)
+}
+
+// listenDNS serves h on a loopback UDP port for the test and returns its address.
+func listenDNS(t *testing.T, h dns.Handler) string {
+	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -47,17 +47,9 @@ func TestReadyOnlyOnceTheResolverAnswers(t *testing.T) {
 		}
 		_ = w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: h}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-
 	cfg := config.Config{
 		Environment: "t-pr-1", Namespace: "af-env-t", Services: []string{"web"},
-		ClusterResolver: pc.LocalAddr().String(), AdvertiseIPv4: "127.0.0.1",
+		ClusterResolver: listenDNS(t, h), AdvertiseIPv4: "127.0.0.1",
 		Listen: config.Listen{DNS: "127.0.0.1:0", Control: "127.0.0.1:0"},
 	}
 	res, err := cfg.Resolve()
