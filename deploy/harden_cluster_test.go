@@ -248,7 +248,17 @@ func waitReport(t *testing.T, ctx context.Context, h *testcluster.Handle, ok fun
 			return rep
 		}
 	}
-	t.Fatalf("deploy/harden's report: %v", last)
+	// Why: the agent's pods, their events and their last lines.
+	var why []string
+	for _, args := range [][]string{
+		{"-n", harden.Namespace, "get", "daemonsets,pods", "-o", "wide"},
+		{"-n", harden.Namespace, "get", "events", "--sort-by=.lastTimestamp"},
+		{"-n", harden.Namespace, "logs", "daemonset/af-harden", "--tail=20", "--all-containers"},
+	} {
+		out, err := h.Kubectl(context.Background(), "", args...)
+		why = append(why, fmt.Sprintf("$ kubectl %s (%v)\n%s", strings.Join(args, " "), err, out))
+	}
+	t.Fatalf("deploy/harden's report: %v\n%s", last, strings.Join(why, "\n"))
 	return harden.Report{}
 }
 
