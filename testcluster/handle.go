@@ -260,7 +260,8 @@ func (h *Handle) ImportEngineImage(ctx context.Context, repoRoot string) error {
 }
 
 // ImportEngineImageAs builds af from the module at repoRoot and imports its engine image into
-// the node as ref: an image a manifest of deploy/ names (the App's), made locally by that name,
+// the node as ref, and pushes it to the local registry by that name when it is ghcr.io's: an
+// image a manifest of deploy/ names (the App's, deploy/harden's), made locally by that name,
 // so the manifest is applied as written.
 func (h *Handle) ImportEngineImageAs(ctx context.Context, repoRoot, ref string) error {
 	dir, bin, err := buildAF(ctx, repoRoot)
@@ -276,7 +277,20 @@ func (h *Handle) ImportEngineImageAs(ctx context.Context, repoRoot, ref string) 
 	if err := engine.WriteTarball(archive, ref, img); err != nil {
 		return err
 	}
-	return h.ImportImage(ctx, archive)
+	if err := h.ImportImage(ctx, archive); err != nil {
+		return err
+	}
+	// And where a pull finds it, as its registry serves it: the node's containerd takes ghcr.io
+	// from the local registry. The image is the engine image's bytes, which pods with pull
+	// secrets have pulled by then; a kubelet that verifies pull credentials
+	// (KubeletEnsureSecretPulledImages) then pulls it again for a pod without them, and
+	// without this the pull of a name only imported fails (NotFound).
+	if released, ok := strings.CutPrefix(ref, "ghcr.io/"); ok {
+		if _, err := node.PushImage(ctx, h.dirs, archive, ref, released); err != nil {
+			return fmt.Errorf("%s by its name in the local registry: %w", ref, err)
+		}
+	}
+	return nil
 }
 
 // buildAF builds af from the module at repoRoot into a new temporary directory, which the
