@@ -18,6 +18,8 @@
 # Environment:
 #   AF_CONFORMANCE_REPORT   where the report goes (default bin/conformance-report.jsonl)
 #   DUAL_STACK              set (to anything): the local test cluster dual-stack (afcluster -dual-stack)
+#   AF_CONFORMANCE_AS_IS=1  the running test cluster as it is, not ensured (a shape deploy/harden
+#                           hardened: ensure would bring it up anew)
 #   AF_CONFORMANCE_TIMEOUT  go test's timeout for the run (default 30m; go's own default is 10m)
 #   AF_CONFORMANCE_EXTERNAL=1  do not touch the test cluster: the tests read
 #                           AF_CONFORMANCE_KUBECONFIG and friends (make k8s-conformance)
@@ -40,7 +42,11 @@ mkdir -p "$(dirname "$report")"
 started=""
 if [ "${AF_CONFORMANCE_EXTERNAL:-}" != 1 ]; then
 	export AF_TESTCLUSTER=1
-	if [ "$expect" = accept ]; then
+	if [ "$expect" = accept ] && [ "${AF_CONFORMANCE_AS_IS:-}" = 1 ]; then
+		# The running cluster as it is (a shape hardened by deploy/harden, which afcluster's
+		# record does not know): no ensure, which would bring it up anew.
+		afcluster env >/dev/null || { echo "AF_CONFORMANCE_AS_IS=1: no test cluster is running" >&2; exit 1; }
+	elif [ "$expect" = accept ]; then
 		if ! afcluster env >/dev/null 2>&1; then started=1; fi
 		if [ -n "$started" ]; then trap 'echo "== taking the test cluster down"; afcluster down || true' EXIT; fi
 		afcluster ensure -enforcer "${ENFORCER:-kube-router}" ${DUAL_STACK:+-dual-stack}
