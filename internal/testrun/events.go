@@ -128,8 +128,11 @@ func (c *collector) line(b []byte) {
 				fmt.Fprintf(c.echo, "--- SKIP: %s (%s): %s\n", ev.Test, ev.Package, t.Reason)
 			}
 		}
-		if ev.Action == "fail" && !c.verbose {
-			fmt.Fprint(c.echo, out)
+		if ev.Action == "fail" {
+			t.Reason = failReason(out)
+			if !c.verbose {
+				fmt.Fprint(c.echo, out)
+			}
 		}
 		delete(c.output, key)
 	}
@@ -152,6 +155,23 @@ func (c *collector) failedPackages() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// failReason is the last line a failed test wrote that is not go test's own, cut to 300
+// characters: its error, as a run's summary shows it.
+func failReason(out string) string {
+	var last string
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "--- FAIL") || strings.HasPrefix(l, "=== ") || l == "FAIL" {
+			continue
+		}
+		last = l
+	}
+	if len(last) > 300 {
+		last = last[:300] + "…"
+	}
+	return last
 }
 
 // skipReason is the reason a skipped test gave: the text after "SKIPPED:" where it says so,

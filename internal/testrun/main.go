@@ -257,10 +257,43 @@ func runStep(ctx context.Context, name, report string, negative bool, args, env 
 			if len(p.Tests) == 0 {
 				p.Problems = append(p.Problems, "the report "+report+" holds no test")
 			}
+			if err != nil {
+				if failed := failedLeaves(p.Tests); len(failed) > 0 {
+					p.Problems = append(p.Problems, "failed in its report: "+strings.Join(failed, "; "))
+				}
+			}
 		}
 	}
 	p.OK = len(p.Problems) == 0
 	return p, nil
+}
+
+// failedLeaves names the failed tests of a report that have no failed subtest, each with the
+// reason it gave: what a failed step's summary says, so that a run's log names the behaviour a
+// flaky negative control or conformance run tripped on.
+func failedLeaves(tests []Test) []string {
+	parent := map[string]bool{}
+	for _, t := range tests {
+		if t.Action != "fail" {
+			continue
+		}
+		for n := t.Name; strings.Contains(n, "/"); {
+			n = n[:strings.LastIndex(n, "/")]
+			parent[t.Package+" "+n] = true
+		}
+	}
+	var out []string
+	for _, t := range tests {
+		if t.Action != "fail" || parent[t.ID()] {
+			continue
+		}
+		line := t.Name
+		if t.Reason != "" {
+			line += " (" + t.Reason + ")"
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // withEnv is the process's environment with env added (nil: the process's as it is).

@@ -220,3 +220,41 @@ func writeFile(t *testing.T, body string) string {
 	}
 	return p
 }
+
+// TestStepNamesItsFailures runs a step whose report holds a failed test (a subtest under a
+// parent): the step's problems name the failed leaf with its error, not the parent, so that
+// a run's summary says which behaviour a negative control or conformance run tripped on.
+func TestStepNamesItsFailures(t *testing.T) {
+	dir := module(t)
+	if err := os.WriteFile(filepath.Join(dir, "sub_test.go"), []byte(`package m
+
+import "testing"
+
+func TestParent(t *testing.T) {
+	t.Run("child", func(t *testing.T) { t.Error("the child's own error") })
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOFLAGS", "-mod=mod")
+	t.Setenv("GOWORK", "off")
+	t.Setenv("FAIL", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	report := filepath.Join(t.TempDir(), "report.jsonl")
+	script := "cd " + dir + " && go test -json -count=1 ./... > " + report + "; exit 1"
+	var out bytes.Buffer
+	p, err := runStep(ctx, "step", report, true, []string{"sh", "-c", script}, nil, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := strings.Join(p.Problems, "\n")
+	for _, want := range []string{"exit status 1", "failed in its report: ", "TestFail (m_test.go:", "it broke)", "TestParent/child (sub_test.go:", "the child's own error)"} {
+		if !strings.Contains(problems, want) {
+			t.Errorf("the problems do not say %q:\n%s", want, problems)
+		}
+	}
+	if strings.Contains(problems, "TestParent (") || strings.Contains(problems, "TestParent;") {
+		t.Errorf("the problems name the parent of a failed subtest:\n%s", problems)
+	}
+}
