@@ -158,10 +158,17 @@ type memCluster struct {
 	tries   map[string]int // namespace → Downs called, failed ones too
 	down    bool
 	watches map[string]*afruntime.Watch // namespace → what Watch answers (absent when unset)
+	// meet, when > 0: each Down waits (up to 10 s) until meet Downs have been in flight at
+	// once. A test that requires an overlap then gets one whenever the workers do run in
+	// parallel, however loaded the machine; serial workers wait out the 10 s and show none.
+	meet     int
+	inFlight int
+	met      chan struct{}
+	metOnce  sync.Once
 }
 
 func newMemCluster(envs ...afruntime.Environment) *memCluster {
-	c := &memCluster{envs: map[string]afruntime.Environment{}, downs: map[string]int{}, fail: map[string]int{}, tries: map[string]int{}}
+	c := &memCluster{envs: map[string]afruntime.Environment{}, downs: map[string]int{}, fail: map[string]int{}, tries: map[string]int{}, met: make(chan struct{})}
 	for _, e := range envs {
 		c.envs[e.Namespace] = e
 	}
@@ -196,7 +203,23 @@ func (c *memCluster) Down(_ context.Context, ref afruntime.Ref) error {
 		c.mu.Unlock()
 		return fmt.Errorf("the API server is not answering")
 	}
+	c.inFlight++
+	meet := c.meet
+	if meet > 0 && c.inFlight >= meet {
+		c.metOnce.Do(func() { close(c.met) })
+	}
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.mu.Unlock()
+	}()
+	if meet > 0 {
+		select {
+		case <-c.met:
+		case <-time.After(10 * time.Second):
+		}
+	}
 	time.Sleep(c.downFor)
 	c.mu.Lock()
 	defer c.mu.Unlock()

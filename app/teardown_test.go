@@ -96,6 +96,7 @@ func TestHundredClosedAtOnce(t *testing.T) {
 	s.Delay = time.Millisecond // widen any race between two mutations
 	c := newMemCluster(envs...)
 	c.downFor = 5 * time.Millisecond
+	c.meet = 2 // the first teardowns wait for a second one: parallel workers overlap, under any load
 	ov := newOverlap(t)
 	srv := newServer(t, c, s, ov.hook)
 	bodies := make([][]byte, 101)

@@ -199,7 +199,7 @@ func insideCluster(tg Targets) []Attempt {
 		{Name: "link-local", Kind: LinkLocal, Target: linkLocalPorts},
 	}
 	for i, a := range tg.Node {
-		out = append(out, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a})
+		out = append(out, Attempt{Name: fmt.Sprintf("node-%d", i), Kind: TCPConnect, Target: a, Node: true})
 	}
 	return out
 }

@@ -89,6 +89,12 @@ type Attempt struct {
 	Header string
 	// To is the recipient of a Mail attempt.
 	To string
+	// Node: the target is an address of the node the instance runs on. Where a pod outside
+	// every environment is refused too (an operator's node firewall: deploy/harden's
+	// AF-NODEPORT refuses every pod's new connections to the node's NodePort range), a
+	// harness may make this attempt's control from the node's own network: the control then
+	// shows that the target answers, and the attempt from inside must still fail.
+	Node bool
 }
 
 func (a Attempt) String() string {

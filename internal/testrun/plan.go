@@ -210,10 +210,9 @@ func plan() []entry {
 		say("2a. the same holes closed by deploy/harden (af's node agent), as on stock k3s"),
 		run1(clusterGo("k3s-shape-harden", "-run", only("TestHardenOnTheShape"), "./deploy/")),
 		run1(clusterGo("k3s-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
-		// No conformance on this shape yet: AF-NODEPORT refuses every pod's connection to a host
-		// listener in the range, so egress/no-node-access's control (a pod without policies
-		// reaching 10.244.0.1:30999) cannot answer and the suite refuses the report (2026-12-07;
-		// issue 47's note says what to change).
+		// AF-NODEPORT refuses every pod's connection to the host listener in the range, a plain
+		// pod's too: egress/no-node-access's control comes from the node's own network there.
+		run1(conformance("k3s-shape-hardened-conformance", "bin/conformance-k3s-hardened.jsonl", []string{"AF_CONFORMANCE_AS_IS=1"})),
 		run1(clusterGo("k3s-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
 		say("2b. the cluster again, dual-stack (IPv4 and IPv6 pods, Services, node, fake internet and resolver), kube-router governing both"),

@@ -183,7 +183,58 @@ func (h *harness) TryOutside(ctx context.Context, attempts []conformance.Attempt
 	if err != nil {
 		return nil, err
 	}
-	return parseAttempts(log, len(attempts))
+	out, err := parseAttempts(log, len(attempts))
+	if err != nil {
+		return nil, err
+	}
+	return h.nodeControls(ctx, attempts, out)
+}
+
+// nodeControls makes again, from the node's own network, the node attempts (Attempt.Node) a
+// plain pod was refused: on a node whose firewall refuses every pod's connection to the node
+// (deploy/harden's AF-NODEPORT on kube-router's NodePort range) the control can only show
+// that the target answers. Where the node's network answers, the outcome says where it came
+// from; where it does not (or a host-network pod is refused), the pod's outcome stands.
+func (h *harness) nodeControls(ctx context.Context, attempts []conformance.Attempt, out []conformance.Outcome) ([]conformance.Outcome, error) {
+	var again []conformance.Attempt
+	var at []int
+	for i, a := range attempts {
+		if a.Node && !out[i].OK {
+			again, at = append(again, a), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	script, err := attemptScript(again)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "control-node-", Namespace: h.outsideNS},
+		Spec: corev1.PodSpec{
+			HostNetwork:   true,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "control", Image: h.image, ImagePullPolicy: corev1.PullIfNotPresent, Command: []string{"sh", "-c", script}}},
+		},
+	}
+	log, err := h.runPod(ctx, pod)
+	if err != nil {
+		for _, i := range at {
+			out[i].Output += fmt.Sprintf(" (refused to a pod; the node's own network could not be tried: %v)", err)
+		}
+		return out, nil
+	}
+	host, err := parseAttempts(log, len(again))
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		if host[j].OK {
+			out[i] = conformance.Outcome{OK: true, Output: fmt.Sprintf("from the node's own network (a pod was refused: %q): %s", out[i].Output, host[j].Output)}
+		}
+	}
+	return out, nil
 }
 
 // runPod creates the pod (retrying while a new namespace has no default service account
