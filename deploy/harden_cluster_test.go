@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,6 +276,34 @@ func nodeRules(t *testing.T, ctx context.Context, rep harden.Report) []harden.Ru
 	return rules
 }
 
+// scrapeHarden reads the agent's metrics at the node's port 9971 until ok accepts them (its
+// pass after a change may be up to a period away) and returns the last scrape.
+func scrapeHarden(t *testing.T, ctx context.Context, ok func(string) error) string {
+	t.Helper()
+	var body string
+	last := errors.New("never scraped")
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9971/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			last = fmt.Errorf("status %d: %v", resp.StatusCode, err)
+			continue
+		}
+		body = string(b)
+		if last = ok(body); last == nil {
+			return body
+		}
+	}
+	t.Fatalf("the agent's metrics at 127.0.0.1:9971: %v\n%s", last, body)
+	return ""
+}
+
 // present is each rule's presence on the node, by name.
 func present(t *testing.T, ctx context.Context, rules []harden.Rule) map[string]bool {
 	t.Helper()
@@ -357,6 +387,26 @@ func TestHardenKeepsItsRules(t *testing.T) {
 	})
 	if out, _ := h.Kubectl(ctx, "", "-n", harden.Namespace, "get", "events", "--field-selector", "reason=RulePutBack", "-o", "name"); strings.TrimSpace(out) == "" {
 		t.Error("no RulePutBack event")
+	}
+	// The same in its metrics, scraped where harden.yaml serves them: the node's port 9971
+	// (host network; this test runs on the node).
+	metrics := scrapeHarden(t, ctx, func(body string) error {
+		for _, r := range rules {
+			if !regexp.MustCompile(`(?m)^af_harden_rules_put_back_total\{chain="` + r.Chain + `",tool="` + r.Tool + `"\} [1-9]`).MatchString(body) {
+				return fmt.Errorf("no put-back counted for %s/%s", r.Tool, r.Chain)
+			}
+		}
+		return nil
+	})
+	for _, want := range []string{"af_harden_hardened 1", `af_harden_enforcer{enforcer="` + string(rep.Found.Enforcer) + `"} 1`} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("the agent's metrics lack %q", want)
+		}
+	}
+	for _, r := range rules {
+		if want := `af_harden_rule_in_place{chain="` + r.Chain + `",tool="` + r.Tool + `"} 1`; !strings.Contains(metrics, want+"\n") {
+			t.Errorf("the agent's metrics lack %q", want)
+		}
 	}
 
 	// The DaemonSet deleted, its pod gone: the rules stay.

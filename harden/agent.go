@@ -97,6 +97,8 @@ type Agent struct {
 	Report func(ctx context.Context, r Report) error
 	Logf   func(format string, args ...any)
 	Period time.Duration
+	// Metrics, when set, records each pass of Keep.
+	Metrics *Metrics
 
 	reapplied int
 	seen      map[string]bool // rules put in place by this agent
@@ -205,7 +207,13 @@ func (a *Agent) Keep(ctx context.Context) error {
 		rep, err := a.Once(ctx)
 		if err != nil {
 			a.logf("pass failed (tried again in %s): %v", period, err)
+			if a.Metrics != nil {
+				a.Metrics.PassFailed()
+			}
 		} else {
+			if a.Metrics != nil {
+				a.Metrics.Observe(rep)
+			}
 			a.publish(ctx, rep)
 			if s := summary(rep); s != last {
 				a.logf("%s", s)

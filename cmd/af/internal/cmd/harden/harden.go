@@ -8,10 +8,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,6 +40,7 @@ type options struct {
 	bridges   []string
 	namespace string
 	pod       string
+	metrics   string
 }
 
 // NewCmdHarden returns `af harden`.
@@ -59,8 +63,11 @@ back within --period when it is removed or changed:
 
 On an enforcer it does not know, or none, it does nothing and says so. It uses the node's own
 iptables (run in --host-root), so the backend (legacy or nft) is the enforcer's. Each pass is
-reported as the ConfigMap af-harden-<node> in its namespace (af check reads it) and, when a
-rule is put back or fails, as an event.
+reported as the ConfigMap af-harden-<node> in its namespace (af check reads it), when a rule
+is put back or fails as an event, and with --metrics-address as Prometheus metrics
+(af_harden_rule_in_place, af_harden_rules_put_back_total, af_harden_rule_failures_total,
+af_harden_passes_total, af_harden_hardened, af_harden_last_pass_timestamp_seconds,
+af_harden_enforcer).
 
 When it stops the rules stay (a node without them would leak): only --uninstall removes them
 (deploy/harden/uninstall.yaml). --once makes one pass and prints its report.`,
@@ -78,6 +85,7 @@ When it stops the rules stay (a node without them would leak): only --uninstall 
 	fl.StringSliceVar(&o.bridges, "bridge", nil, "the pods' bridges (default: the bridges holding an address in the pod ranges)")
 	fl.StringVar(&o.namespace, "report-namespace", os.Getenv("POD_NAMESPACE"), "where the report ConfigMap and events go (default: $POD_NAMESPACE; empty: no report)")
 	fl.StringVar(&o.pod, "pod", os.Getenv("POD_NAME"), "this pod's name, for its events (default: $POD_NAME)")
+	fl.StringVar(&o.metrics, "metrics-address", "", "serve the agent's Prometheus metrics at http://ADDRESS/metrics (e.g. :9971; default: none)")
 	return cmd
 }
 
@@ -153,7 +161,49 @@ func run(ctx context.Context, f *factory.Factory, o options) error {
 		}
 		return nil
 	}
+	if o.metrics != "" {
+		// Metrics that cannot be served yet (the port still held, say by the agent's pod
+		// before this one) are said and tried again each period; the rules are kept all the
+		// same: a node left without them would leak.
+		a.Metrics = harden.NewMetrics()
+		stop := serveMetrics(ctx, o.metrics, a.Metrics, o.period, logf)
+		defer stop()
+	}
 	return a.Keep(ctx)
+}
+
+// serveMetrics serves m at /metrics on address until stop is called, listening again each
+// period while the address cannot be listened on.
+func serveMetrics(ctx context.Context, address string, m *harden.Metrics, period time.Duration, logf func(string, ...any)) (stop func()) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	if period <= 0 {
+		period = 10 * time.Second
+	}
+	go func() {
+		for said := false; ; said = true {
+			ln, err := net.Listen("tcp", address)
+			if err == nil {
+				logf("metrics at http://%s/metrics", address)
+				_ = srv.Serve(ln)
+				return
+			}
+			if !said {
+				logf("no metrics yet (the rules are kept all the same; tried again every %s): listening on %s: %v", period, address, err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(period):
+			}
+		}
+	}()
+	return func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(c)
+	}
 }
 
 // print writes the report: JSON with -o json, else one line per rule and note.
