@@ -148,8 +148,10 @@ func (s *suite) tryFromOther() (*tried, error) {
 // is set, the answer to be the origin's), or nothing refused inside proves anything.
 func (s *suite) control(t *testing.T, name, banner string) {
 	t.Helper()
-	a, o := s.outside(t).get(t, name)
-	if !o.OK || (banner != "" && !strings.Contains(o.Output, banner)) {
+	m := s.outside(t)
+	m.get(t, name)
+	a, o := m.retried(name, answered(banner))
+	if !answered(banner)(o) {
 		t.Fatalf("%s control: %s did not answer from outside every environment (ok=%v %q), so its refusal inside would prove nothing", verdict.Broken, a, o.OK, o.Output)
 	}
 }
@@ -157,10 +159,17 @@ func (s *suite) control(t *testing.T, name, banner string) {
 // works requires an attempt to succeed (with banner in the answer when set).
 func works(t *testing.T, m *tried, name, banner string) {
 	t.Helper()
-	a, o := m.get(t, name)
-	if !o.OK || (banner != "" && !strings.Contains(o.Output, banner)) {
+	m.get(t, name)
+	a, o := m.retried(name, answered(banner))
+	if !answered(banner)(o) {
 		t.Errorf("%s %s should work: ok=%v %q", verdict.Broken, a, o.OK, o.Output)
 	}
+}
+
+// answered is what an attempt that must work must show: it succeeded and, when banner is set,
+// the answer carries it.
+func answered(banner string) func(Outcome) bool {
+	return func(o Outcome) bool { return o.OK && (banner == "" || strings.Contains(o.Output, banner)) }
 }
 
 // fails requires an attempt to fail.

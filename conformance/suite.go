@@ -218,6 +218,14 @@ type tried struct {
 	out      map[string]Outcome
 	err      error
 	done     chan struct{}
+
+	// For a second try of an attempt that must work (again).
+	key   string
+	run   func(context.Context, []Attempt) ([]Outcome, error)
+	s     *suite
+	pause time.Duration   // between the first try and the second
+	mu    sync.Mutex      // guards out and again once done is closed
+	again map[string]bool // attempts tried a second time
 }
 
 // RunRuntime runs every roster behaviour against the runtime the factory makes, as subtests
@@ -437,7 +445,7 @@ func (s *suite) try(key string, run func(context.Context, []Attempt) ([]Outcome,
 		<-m.done
 		return m
 	}
-	m := &tried{attempts: attempts, out: map[string]Outcome{}, done: make(chan struct{})}
+	m := &tried{attempts: attempts, out: map[string]Outcome{}, done: make(chan struct{}), key: key, run: run, s: s, pause: secondTryAfter, again: map[string]bool{}}
 	s.memo[key] = m
 	s.mu.Unlock()
 	defer close(m.done)
@@ -466,9 +474,61 @@ func (m *tried) get(t *testing.T, name string) (Attempt, Outcome) {
 	}
 	for _, a := range m.attempts {
 		if a.Name == name {
+			m.mu.Lock()
+			defer m.mu.Unlock()
 			return a, m.out[name]
 		}
 	}
 	t.Fatalf("%s no attempt named %s", verdict.Broken, name)
 	return Attempt{}, Outcome{}
+}
+
+// secondTryAfter is how long a second try of an attempt that must work waits after the first.
+const secondTryAfter = 2 * time.Second
+
+// retried returns the outcome of an attempt that must work (a positive control, or a way an
+// environment is allowed out) after trying it once more, alone, when its first outcome does
+// not pass ok. An enforcer that decides new connections in userspace drops first packets while
+// its queue overflows (kube-network-policies under a burst of new connections: the kernel's
+// user_dropped counter rose by 232 in four seconds on two loaded cores), which costs a lookup
+// its resolver's timeout; one such drop says nothing about whether the way is open. A second
+// failure stands, and an attempt that must fail is never tried again: an escape seen once is
+// an escape. The outcome says when the second try was what passed.
+func (m *tried) retried(name string, ok func(Outcome) bool) (Attempt, Outcome) {
+	var a Attempt
+	for _, x := range m.attempts {
+		if x.Name == name {
+			a = x
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first := m.out[name]
+	if ok(first) || m.again[name] || m.run == nil {
+		return a, first
+	}
+	m.again[name] = true
+	ctx, cancel := context.WithTimeout(m.s.ctx, 5*time.Minute)
+	defer cancel()
+	select {
+	case <-ctx.Done():
+		return a, first
+	case <-time.After(m.pause):
+	}
+	outs, err := m.run(ctx, []Attempt{a})
+	switch {
+	case err != nil:
+		first.Output += fmt.Sprintf(" (a second try could not run: %v)", err)
+	case len(outs) != 1:
+		first.Output += fmt.Sprintf(" (a second try returned %d outcomes)", len(outs))
+	case ok(outs[0]):
+		second := outs[0]
+		second.Output = fmt.Sprintf("on a second try (the first: ok=%v %q): %s", first.OK, first.Output, second.Output)
+		first = second
+	default:
+		first.Output += fmt.Sprintf(" (and on a second try: ok=%v %q)", outs[0].OK, outs[0].Output)
+	}
+	m.s.logf("%s: %s (%s) tried again -> ok=%v %q", m.key, a.Name, a, first.OK, first.Output)
+	m.out[name] = first
+	return a, first
 }

@@ -140,7 +140,13 @@ run k3d cluster create "$name" --image "$k3s_image" --servers 1 --agents 0 --wai
 run docker network connect "$net" "$node"
 run docker exec "$node" ip route add "$metadata_ip/32" via "$public_ip"
 run docker load -i "$work/engine.tar"
-run docker tag "$(bin/af version -o json | sed -n 's/.*"engine_image": *"\([^"]*\)".*/\1/p')" "$harden_image"
+if [ -n "$dry" ]; then
+	engine_image=ENGINE-IMAGE # bin/af is not built in a dry run: af version names it
+else
+	engine_image=$(bin/af version -o json | sed -n 's/.*"engine_image": *"\([^"]*\)".*/\1/p')
+	[ -n "$engine_image" ] || die "bin/af version -o json named no engine_image"
+fi
+run docker tag "$engine_image" "$harden_image"
 run k3d image import -c "$name" "$work/test.tar" "$work/engine.tar" "$harden_image"
 kubeconfig="$work/kubeconfig"
 if [ -n "$dry" ]; then

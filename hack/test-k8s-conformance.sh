@@ -60,7 +60,7 @@ for want in "k3d cluster create af-conformance --image rancher/k3s:" "@sha256:" 
 	"docker network create --subnet 198.51.100.0/24" "ip route add 169.254.77.1/32" "k3d image import" \
 	"./hack/conformance.sh" "k3d cluster delete af-conformance" \
 	"kubectl apply -f deploy/harden/harden.yaml" "rollout status daemonset/af-harden" \
-	"ghcr.io/antifailure/af:" "bin/af check"; do
+	"ghcr.io/antifailure/af:" "docker tag ENGINE-IMAGE ghcr.io/antifailure/af:" "bin/af check"; do
 	if ! grep -qF -- "$want" <<<"$dry"; then
 		echo "FAIL dry run: does not show \"$want\"" >&2
 		fail=1

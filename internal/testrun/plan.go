@@ -209,10 +209,14 @@ func plan() []entry {
 		// on it; then its rules kept, left when it is deleted, and removed by its uninstall.
 		say("2a. the same holes closed by deploy/harden (af's node agent), as on stock k3s"),
 		run1(clusterGo("k3s-shape-harden", "-run", only("TestHardenOnTheShape"), "./deploy/")),
-		run1(clusterGo("k3s-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
-		// AF-NODEPORT refuses every pod's connection to the host listener in the range, a plain
-		// pod's too: egress/no-node-access's control comes from the node's own network there.
-		run1(conformance("k3s-shape-hardened-conformance", "bin/conformance-k3s-hardened.jsonl", []string{"AF_CONFORMANCE_AS_IS=1"})),
+		// Side by side (kube-router decides in the kernel; each counts only its own
+		// environments): af up of the example, and conformance. AF-NODEPORT refuses every pod's
+		// connection to the host listener in the range, a plain pod's too:
+		// egress/no-node-access's control comes from the node's own network there.
+		together(
+			one("k3s_example", clusterGo("k3s-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
+			one("k3s_conformance", conformance("k3s-shape-hardened-conformance", "bin/conformance-k3s-hardened.jsonl", []string{"AF_CONFORMANCE_AS_IS=1"})),
+		),
 		run1(clusterGo("k3s-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
 		say("2b. the cluster again, dual-stack (IPv4 and IPv6 pods, Services, node, fake internet and resolver), kube-router governing both"),

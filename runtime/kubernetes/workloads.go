@@ -40,14 +40,31 @@ func (e *env) noProxy() string {
 
 // dnsConfig sends every query to the sidecar, with the namespace's search list and ndots 1, so
 // a name with a dot is asked as it is first (no cluster suffix tried before an external name).
+// A query unanswered after a second is sent again, up to five times (DNSTimeout, DNSAttempts):
+// the sidecar is in the namespace and answers external names from memory, so silence means a
+// lost datagram, not a slow server. An enforcer that decides new flows in userspace drops first
+// packets while its queue overflows (kube-network-policies: 232 dropped in four seconds under a
+// burst of gated starts on two loaded cores), and each lost query would otherwise cost the
+// resolver's default of five seconds, past many clients' own deadlines.
 func (e *env) dnsConfig() *corev1.PodDNSConfig {
-	one := "1"
+	one, timeout, attempts := "1", DNSTimeout, DNSAttempts
 	return &corev1.PodDNSConfig{
 		Nameservers: []string{e.SidecarIP},
 		Searches:    []string{e.Namespace + ".svc." + e.Domain, "svc." + e.Domain, e.Domain},
-		Options:     []corev1.PodDNSConfigOption{{Name: "ndots", Value: &one}},
+		Options: []corev1.PodDNSConfigOption{
+			{Name: "ndots", Value: &one},
+			{Name: "timeout", Value: &timeout},
+			{Name: "attempts", Value: &attempts},
+		},
 	}
 }
+
+// The resolver options of every pod that runs customer code (resolv.conf's timeout and
+// attempts; see dnsConfig).
+const (
+	DNSTimeout  = "1"
+	DNSAttempts = "5"
+)
 
 // size turns a manifest size into requests and limits with the same figures; a dimension the
 // manifest does not name is in neither map.

@@ -21,7 +21,9 @@ func TestServicePods(t *testing.T) {
 			t.Errorf("%s replicas %d", name, *d.Spec.Replicas)
 		}
 		if *spec.AutomountServiceAccountToken || spec.DNSPolicy != corev1.DNSNone || spec.DNSConfig.Nameservers[0] != "10.96.5.5" ||
-			*spec.DNSConfig.Options[0].Value != "1" || spec.DNSConfig.Searches[0] != "af-env-shop-pr-1.svc.cluster.local" {
+			*spec.DNSConfig.Options[0].Value != "1" || spec.DNSConfig.Searches[0] != "af-env-shop-pr-1.svc.cluster.local" ||
+			len(spec.DNSConfig.Options) != 3 || spec.DNSConfig.Options[1].Name != "timeout" || *spec.DNSConfig.Options[1].Value != "1" ||
+			spec.DNSConfig.Options[2].Name != "attempts" || *spec.DNSConfig.Options[2].Value != "5" {
 			t.Errorf("%s pod: token/DNS %+v", name, spec.DNSConfig)
 		}
 		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Image != e.EngineImage || spec.InitContainers[0].Args[0] != "gate" || spec.InitContainers[0].Command != nil {
