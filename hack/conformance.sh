@@ -2,7 +2,7 @@
 # make conformance: the conformance roster and the startup proof against a Kubernetes cluster,
 # as one go test -json report, read by the verdict reader (af conformance verify).
 #
-#   hack/conformance.sh                   the local test cluster (ENFORCER, default kube-router;
+#   hack/conformance.sh                   the local test cluster (ENFORCER: kube-router (default), kube-network-policies or cilium;
 #                                         the running one if it has that enforcer); started when it is
 #                                         not running, and then taken down again at the end. The
 #                                         reader must accept, with no behaviour skipped.

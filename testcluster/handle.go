@@ -30,6 +30,7 @@ const (
 	EnforcerKubeRouter          = node.EnforcerKubeRouter
 	EnforcerKubeNetworkPolicies = node.EnforcerKubeNetworkPolicies
 	EnforcerNone                = node.EnforcerNone
+	EnforcerCilium              = node.EnforcerCilium
 )
 
 // FakeInternet names the test hosts beside the cluster. Every address is in a

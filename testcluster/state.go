@@ -48,9 +48,10 @@ func (s State) Is(o Observed) (bool, string) {
 		switch {
 		case o.KubeNetworkPolicies && o.KubeRouterProcess:
 			return false, "two enforcers run at once"
-		case !o.KubeRouter && !o.KubeNetworkPolicies:
+		case !o.KubeRouter && !o.KubeNetworkPolicies && !o.Cilium:
 			return false, "no enforcer is enforcing (kube-router: process alive " + yes(o.KubeRouterProcess) + ", chains in iptables " + yes(o.KubeRouterChains) +
-				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) + ")"
+				"; kube-network-policies: process alive " + yes(o.KubeNetworkPoliciesProcess) + ", queue rules with a reader " + yes(o.KubeNetworkPoliciesRules) +
+				"; cilium: process alive " + yes(o.CiliumProcess) + ", datapath attached " + yes(o.CiliumDatapath) + ")"
 		case o.KubeNetworkPolicies && !o.KubeNetworkPoliciesNode:
 			return false, "kube-network-policies does not see pods' connections to the node (no AF-KNP-NODE rule in INPUT)"
 		case o.KubeRouter && o.NodePortExemption == open && !o.NodePortGuard:
@@ -76,6 +77,9 @@ func (s State) Is(o Observed) (bool, string) {
 		}
 		if o.KubeNetworkPoliciesProcess || o.KubeNetworkPoliciesTable {
 			return false, "an enforcer is there (kube-network-policies process alive " + yes(o.KubeNetworkPoliciesProcess) + ", its table in nftables " + yes(o.KubeNetworkPoliciesTable) + ")"
+		}
+		if o.CiliumProcess || o.CiliumDatapath {
+			return false, "an enforcer is there (cilium-agent process alive " + yes(o.CiliumProcess) + ", its datapath attached " + yes(o.CiliumDatapath) + ")"
 		}
 	default:
 		return false, "unknown state " + string(s)

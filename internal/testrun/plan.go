@@ -263,6 +263,16 @@ func plan() []entry {
 		run1(conformance("kind-shape-hardened-conformance", "bin/conformance-kind-hardened.jsonl", []string{"AF_CONFORMANCE_AS_IS=1"})),
 		run1(clusterGo("kind-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
+		say("3d. the cluster again with Cilium (cilium-agent's eBPF datapath, without its operator): a third kind of enforcer"),
+		run1(afcluster("cluster-up-cilium", "up", "-enforcer", "cilium")),
+		run1(clusterGo("cilium-testcluster", "-run", only("TestEnforce", "TestGuardCountersZero"), tc)),
+		run1(clusterGo("cilium-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/")),
+		// Side by side (decided in the kernel; each counts only its own environments).
+		together(
+			one("cilium_example", clusterGo("cilium-example", "-run", only("TestUpTheExample"), kr)),
+			one("cilium_conformance", conformance("cilium-conformance", "bin/conformance-cilium.jsonl", []string{"ENFORCER=cilium"})),
+		),
+
 		say("4. the same cluster without an enforcer (negative controls)"),
 		run1(afcluster("cluster-up-no-enforcer", "up", "-enforcer", "none")),
 		{stage: stageIntegration, doName: "the container daemon again (the action under act)", do: func(ctx context.Context, r *runner) error { return r.dockerd(ctx) }},

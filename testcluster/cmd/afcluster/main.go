@@ -1,6 +1,6 @@
 // Command afcluster runs af's test cluster on this machine (as root):
 //
-//	afcluster up [-enforcer kube-router|kube-network-policies|none] [-no-ingress] [-holes]
+//	afcluster up [-enforcer kube-router|kube-network-policies|cilium|none] [-no-ingress] [-holes]
 //	afcluster ensure [-enforcer ...]  # up, unless a cluster with that enforcer already runs
 //	afcluster holes open|closed [ipv6|nodeport|all]  # IPv6 in pods, the node (the enforcer's exemption), or both (default), switched in place
 //	afcluster down       # removes everything the cluster made; idempotent
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string) error {
 	case "up", "ensure":
 		fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 		opts := testcluster.OptionsFromEnv()
-		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router, kube-network-policies or none (default from AF_ENFORCER, else kube-router)")
+		fs.StringVar(&opts.Enforcer, "enforcer", opts.Enforcer, "NetworkPolicy enforcer: kube-router, kube-network-policies, cilium or none (default from AF_ENFORCER, else kube-router)")
 		fs.BoolVar(&opts.NoIngress, "no-ingress", opts.NoIngress, "do not build or run Traefik")
 		fs.BoolVar(&opts.Holes, "holes", opts.Holes, "leave IPv6 on in pods and the node open (kube-router's NodePort exemption; under kube-network-policies, pods' connections to the node): the unhardened variant af must refuse")
 		fs.BoolVar(&opts.DualStack, "dual-stack", opts.DualStack, "IPv4 and IPv6 pod and Service ranges, the node and the fake internet over both, kube-router with IPv6 (its IPv6 hole: kube-router without IPv6)")

@@ -20,6 +20,8 @@ func (c *Cluster) buildAll(ctx context.Context) error {
 		upstream = append(upstream, build.KubeRouter())
 	case EnforcerKubeNetworkPolicies:
 		upstream = append(upstream, build.KubeNetworkPolicies())
+	case EnforcerCilium:
+		upstream = append(upstream, build.CiliumAgent(), build.CiliumCNI())
 	}
 	if c.opts.Ingress {
 		upstream = append(upstream, build.Traefik())
@@ -59,6 +61,13 @@ func (c *Cluster) buildAll(ctx context.Context) error {
 		}
 	case EnforcerKubeNetworkPolicies:
 		if c.bins.kubeNetworkPolicies, err = b.Binary(ctx, build.KubeNetworkPolicies()); err != nil {
+			return err
+		}
+	case EnforcerCilium:
+		if c.bins.ciliumAgent, err = b.Binary(ctx, build.CiliumAgent()); err != nil {
+			return err
+		}
+		if c.bins.ciliumCNI, err = b.Binary(ctx, build.CiliumCNI()); err != nil {
 			return err
 		}
 	}
@@ -101,6 +110,9 @@ func (c *Cluster) linkBinaries() error {
 	}
 	if c.bins.kubeNetworkPolicies != "" {
 		links["kube-network-policies"] = c.bins.kubeNetworkPolicies
+	}
+	if c.bins.ciliumAgent != "" {
+		links["cilium-agent"] = c.bins.ciliumAgent
 	}
 	for name, target := range links {
 		p := filepath.Join(dir, name)

@@ -14,6 +14,9 @@ const (
 	EnforcerKubeRouter          = "kube-router"
 	EnforcerKubeNetworkPolicies = "kube-network-policies"
 	EnforcerNone                = "none"
+	// EnforcerCilium is cilium-agent (eBPF, as a host process, without its operator): the
+	// third kind (cilium.go).
+	EnforcerCilium = "cilium"
 )
 
 // Options say how to bring the cluster up.
@@ -115,7 +118,7 @@ type Cluster struct {
 
 // binaries are the executables the cluster runs.
 type binaries struct {
-	kube, kubeRouter, kubeNetworkPolicies, coreDNS, traefik, aftool, afpause string
+	kube, kubeRouter, kubeNetworkPolicies, ciliumAgent, ciliumCNI, coreDNS, traefik, aftool, afpause string
 }
 
 // New returns the cluster described by opts.
@@ -124,8 +127,12 @@ func New(opts Options) (*Cluster, error) {
 	case "":
 		opts.Enforcer = EnforcerKubeRouter
 	case EnforcerKubeRouter, EnforcerKubeNetworkPolicies, EnforcerNone:
+	case EnforcerCilium:
+		if opts.DualStack || opts.Holes.Any() {
+			return nil, fmt.Errorf("enforcer %q runs IPv4-only and without holes for now", opts.Enforcer)
+		}
 	default:
-		return nil, fmt.Errorf("unknown enforcer %q (want %q, %q or %q)", opts.Enforcer, EnforcerKubeRouter, EnforcerKubeNetworkPolicies, EnforcerNone)
+		return nil, fmt.Errorf("unknown enforcer %q (want %q, %q, %q or %q)", opts.Enforcer, EnforcerKubeRouter, EnforcerKubeNetworkPolicies, EnforcerCilium, EnforcerNone)
 	}
 	if opts.Log == nil {
 		opts.Log = func(string, ...any) {}

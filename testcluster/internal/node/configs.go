@@ -63,16 +63,19 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
         SystemdCgroup = false
         Root = %q
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = %q
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %q
 `, filepath.Join(c.dirs.State, "containerd"), filepath.Join(c.dirs.Run, "containerd"), c.dirs.ContainerdSocket(),
-		PauseImage, filepath.Join(c.dirs.Run, "runc"), filepath.Join(c.configDir(), "cni"), certsD)
+		PauseImage, filepath.Join(c.dirs.Run, "runc"), c.cniBinDir(), filepath.Join(c.configDir(), "cni"), certsD)
 	return writeFile(filepath.Join(c.configDir(), "containerd.toml"), cfg, 0o644)
 }
 
 func (c *Cluster) writeCNIConfig() error {
+	if c.opts.Enforcer == EnforcerCilium {
+		return c.linkCNIPlugins() // the agent writes its own configuration when it is ready
+	}
 	cfg := fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": %q,
@@ -240,12 +243,13 @@ func certSpecs() []certSpec {
 		{file: "kube-proxy", cn: "system:kube-proxy"},
 		{file: "kube-router", cn: "af:kube-router"},
 		{file: "kube-network-policies", cn: "af:kube-network-policies"},
+		{file: "cilium", cn: "af:cilium"},
 	}
 }
 
 func (c *Cluster) writeKubeconfigs() error {
 	server := fmt.Sprintf("https://%s:%d", layout.NodeIP, layout.APIServerPort)
-	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "kube-network-policies"} {
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kube-router", "kube-network-policies", "cilium"} {
 		if err := writeKubeconfig(c.kubeconfig(name), c.dirs.PKI(), name, server); err != nil {
 			return err
 		}

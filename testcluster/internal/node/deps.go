@@ -22,6 +22,8 @@ var debianPackages = []struct{ file, pkg string }{
 	{"/usr/sbin/conntrack", "conntrack"},
 	{"/bin/busybox", "busybox-static"},
 	{"/sbin/ip", "iproute2"},
+	// Cilium's agent compiles its datapath with clang 18.1 or later (Debian 12: clang-19).
+	{"/usr/lib/llvm-19/bin/clang", "clang-19"},
 }
 
 // EnsurePackages installs the Debian packages whose files are missing, with

@@ -16,7 +16,7 @@ import (
 // stopOrder is the order processes are asked to stop: the enforcer and node
 // agents before the control plane, the runtime and the store last.
 var stopOrder = []string{
-	"kube-router", "kube-network-policies", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
+	"kube-router", "kube-network-policies", "cilium-agent", "ingress-http", "ingress-https", "kube-proxy", "kubelet", "kube-scheduler",
 	"kube-controller-manager", "kube-apiserver", "registry", "containerd", "etcd", "fake-internet", "fake-metadata", "node-service", "node-service-v6",
 }
 
@@ -52,7 +52,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 			}
 		}
 	}
-	errs = append(errs, removeChains(ctx))
+	errs = append(errs, removeChains(ctx), removeCilium(ctx))
 	for _, s := range ourIPSets(ctx) {
 		if _, err := run(ctx, "ipset", "destroy", s); err != nil {
 			errs = append(errs, err)

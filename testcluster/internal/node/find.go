@@ -107,6 +107,7 @@ func ourLinks(ctx context.Context) []string {
 			names = append(names, n)
 		}
 	}
+	names = append(names, ciliumLinks(ctx)...)
 	if out, err := run(ctx, "ip", "-o", "link", "show", "master", layout.Bridge); err == nil {
 		for _, line := range strings.Split(out, "\n") {
 			f := strings.Fields(line)
@@ -168,7 +169,7 @@ func ourChains(ctx context.Context) []string {
 }
 
 func isOurChain(name string) bool {
-	return strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "CNI-") || strings.HasPrefix(name, "AF-")
+	return strings.HasPrefix(name, "KUBE-") || strings.HasPrefix(name, "CNI-") || strings.HasPrefix(name, "AF-") || strings.HasPrefix(name, "CILIUM_")
 }
 
 // ourNftTables returns nftables tables the cluster made directly.

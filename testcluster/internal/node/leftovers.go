@@ -40,6 +40,7 @@ func Leftovers(ctx context.Context, dirs layout.Dirs) []string {
 	for _, f := range outsideFiles(dirs) {
 		out = append(out, "file "+f)
 	}
+	out = append(out, ciliumLeftovers()...)
 	for _, d := range []string{dirs.State, dirs.Run} {
 		if _, err := os.Stat(d); err == nil {
 			out = append(out, "directory "+d)

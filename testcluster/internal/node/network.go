@@ -44,7 +44,7 @@ func getSysctl(key string) string {
 func (c *Cluster) setupNetwork(ctx context.Context) error {
 	steps := [][]string{
 		{"link", "add", layout.Bridge, "address", layout.BridgeMAC, "type", "bridge"},
-		{"addr", "add", layout.NodeIP + "/24", "dev", layout.Bridge},
+		{"addr", "add", layout.NodeIP + c.nodePrefix(), "dev", layout.Bridge},
 		{"link", "set", layout.Bridge, "up"},
 	}
 	for _, ns := range []struct{ name, veth, hostIP, nsIP string }{

@@ -48,13 +48,20 @@ type Observed struct {
 	// LinkLocalRule: pods' link-local traffic beyond neighbour discovery is dropped, to the
 	// node and between pods (dualstack.go's AF-LINK-LOCAL).
 	LinkLocalRule bool
+	// Cilium: cilium-agent's process is alive and its datapath is attached (its programs
+	// pinned for cilium_host); CiliumProcess and CiliumDatapath are the two parts.
+	Cilium, CiliumProcess, CiliumDatapath bool
+	// CiliumIPv4Only: the agent runs with IPv6 off, so its datapath drops every IPv6 frame of
+	// a pod (bpf_lxc: DROP_UNKNOWN_L3).
+	CiliumIPv4Only bool
 }
 
 // IPv6Governed is true when pods' IPv6 is no way out: off in them; on an IPv4-only cluster,
 // their link-local segment (all the IPv6 they have) closed by the link-local rule; on a
 // dual-stack cluster, governed by kube-router with the link-local rule in place.
 func (o Observed) IPv6Governed() bool {
-	return o.PodIPv6Off || (o.DualStack && o.KubeRouter && o.KubeRouterIPv6 && o.LinkLocalRule) || (!o.DualStack && o.LinkLocalRule)
+	return o.PodIPv6Off || (o.DualStack && o.KubeRouter && o.KubeRouterIPv6 && o.LinkLocalRule) || (!o.DualStack && o.LinkLocalRule) ||
+		(!o.DualStack && o.Cilium && o.CiliumIPv4Only)
 }
 
 var exemption = regexp.MustCompile(`KUBE-ROUTER-INPUT .*--dports? (\d+:\d+)`)
@@ -78,8 +85,12 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	if m := exemption.FindStringSubmatch(rules); m != nil {
 		o.NodePortExemption = m[1]
 	}
+	o.CiliumProcess = c.running("cilium-agent")
+	o.CiliumDatapath = pathExists(filepath.Join(ciliumBPFRoot, "cilium", "devices", "cilium_host"))
+	o.Cilium = o.CiliumProcess && o.CiliumDatapath
+	o.CiliumIPv4Only = o.CiliumProcess && c.processHasArg("cilium-agent", "--enable-ipv6=false")
 	conf, err := os.ReadFile(filepath.Join(c.configDir(), "cni", "10-af-bridge.conflist"))
-	if err != nil {
+	if err != nil && !(os.IsNotExist(err) && o.CiliumProcess) { // Cilium's agent writes its own
 		return o, fmt.Errorf("reading the CNI configuration: %w", err)
 	}
 	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
@@ -110,6 +121,8 @@ func (o Observed) Enforcer() string {
 		return EnforcerKubeRouter
 	case o.KubeNetworkPolicies:
 		return EnforcerKubeNetworkPolicies
+	case o.Cilium:
+		return EnforcerCilium
 	}
 	return ""
 }

@@ -153,6 +153,12 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 }
 
 func (c *Cluster) waitReady(ctx context.Context) error {
+	// Cilium's agent is the CNI: the node is Ready only once it wrote its configuration.
+	if c.opts.Enforcer == EnforcerCilium {
+		if err := c.startCilium(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.waitFor(ctx, "node Ready", "kubelet", 3*time.Minute, func(ctx context.Context) error {
 		out, err := c.Kubectl(ctx, "", "get", "node", layout.NodeName, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
 		if err != nil {
