@@ -265,10 +265,14 @@ func plan() []entry {
 
 		say("3d. the cluster again with Cilium (cilium-agent's eBPF datapath, without its operator): a third kind of enforcer"),
 		run1(afcluster("cluster-up-cilium", "up", "-enforcer", "cilium")),
-		run1(clusterGo("cilium-testcluster", "-run", only("TestEnforce", "TestGuardCountersZero"), tc)),
-		run1(clusterGo("cilium-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/")),
-		// Side by side (decided in the kernel; each counts only its own environments).
+		// Side by side (decided in the kernel; each uses only its own namespaces and counts only
+		// its own environments): the controls and the gate's 20 starts, af up of the example, and
+		// conformance.
 		together(
+			lane{name: "cilium_node", phases: []phase{
+				clusterGo("cilium-testcluster", "-run", only("TestEnforce", "TestGuardCountersZero"), tc),
+				clusterGo("cilium-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/"),
+			}},
 			one("cilium_example", clusterGo("cilium-example", "-run", only("TestUpTheExample"), kr)),
 			one("cilium_conformance", conformance("cilium-conformance", "bin/conformance-cilium.jsonl", []string{"ENFORCER=cilium"})),
 		),
