@@ -22,28 +22,14 @@ func ciliumGoMod() string {
 // without cilium-operator, whose source does not build here (sigs.k8s.io/mcs-api/controllers is
 // not served): the agent allocates from the node's spec.podCIDR itself (--ipam=kubernetes),
 // makes its own CiliumNode and CiliumIdentities, and the CRDs are applied by the cluster.
-func CiliumAgent() Program {
-	const pkg = ciliumModule + "/daemon"
-	return Program{
-		Name:    "cilium-agent",
-		Version: CiliumVersion,
-		GoMod:   ciliumGoMod(),
-		Files:   toolsFile(pkg),
-		Package: pkg,
-		LDFlags: "-s -w",
-	}
-}
+func CiliumAgent() Program { return ciliumProgram("cilium-agent", "/daemon") }
 
 // CiliumCNI is Cilium's CNI plugin (github.com/cilium/cilium/plugins/cilium-cni), which asks
 // the agent over its socket for each pod's address and endpoint.
-func CiliumCNI() Program {
-	const pkg = ciliumModule + "/plugins/cilium-cni"
-	return Program{
-		Name:    "cilium-cni",
-		Version: CiliumVersion,
-		GoMod:   ciliumGoMod(),
-		Files:   toolsFile(pkg),
-		Package: pkg,
-		LDFlags: "-s -w",
-	}
+func CiliumCNI() Program { return ciliumProgram("cilium-cni", "/plugins/cilium-cni") }
+
+// ciliumProgram is the program name built from the package dir of Cilium's module.
+func ciliumProgram(name, dir string) Program {
+	pkg := ciliumModule + dir
+	return Program{Name: name, Version: CiliumVersion, GoMod: ciliumGoMod(), Files: toolsFile(pkg), Package: pkg, LDFlags: "-s -w"}
 }

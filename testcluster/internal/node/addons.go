@@ -16,19 +16,8 @@ const (
 // component here and gets cluster-admin; kube-network-policies gets its DaemonSet's rules
 // (upstream's install.yaml: read pods, namespaces, nodes, network policies and the
 // admin-network-policy kinds).
-const rbacAddons = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: af-kube-router
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: cluster-admin
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: User
-  name: af:kube-router
----
+func rbacAddons() string {
+	return clusterAdmin("af-kube-router", "af:kube-router") + `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata:
@@ -57,6 +46,24 @@ subjects:
   kind: User
   name: af:kube-network-policies
 `
+}
+
+// clusterAdmin binds cluster-admin to user, as binding name (the test-only enforcers').
+func clusterAdmin(name, user string) string {
+	return fmt.Sprintf(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: %s
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cluster-admin
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: %s
+`, name, user)
+}
 
 // coreDNSAddon runs CoreDNS as the cluster resolver. Names outside the
 // cluster are forwarded only to the fake internet's resolver.

@@ -153,19 +153,8 @@ var ciliumCRDs = []string{
 	"v2alpha1/ciliumpodippools.yaml", "v2alpha1/ciliuml2announcementpolicies.yaml",
 }
 
-const ciliumRBAC = `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: af-cilium
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: cluster-admin
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: User
-  name: af:cilium
-`
+// ciliumRBAC gives the agent cluster-admin, as kube-router has here (a test-only component).
+func ciliumRBAC() string { return clusterAdmin("af-cilium", "af:cilium") }
 
 // startCilium applies the CRDs, copies the BPF sources to the agent's writable library
 // directory, starts the agent once the node is registered (its spec.podCIDR set) and waits
@@ -183,7 +172,7 @@ func (c *Cluster) startCilium(ctx context.Context) error {
 		}
 		docs = append(docs, string(b))
 	}
-	docs = append(docs, ciliumRBAC)
+	docs = append(docs, ciliumRBAC())
 	if _, err := c.Kubectl(ctx, strings.Join(docs, "\n---\n"), "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("cilium CRDs: %w", err)
 	}

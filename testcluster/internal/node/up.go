@@ -142,7 +142,7 @@ func (c *Cluster) startKubernetes(ctx context.Context) error {
 			return err
 		}
 	}
-	addons := rbacAddons + "---\n" + coreDNSAddon()
+	addons := rbacAddons() + "---\n" + coreDNSAddon()
 	if c.opts.Ingress {
 		addons += "---\n" + traefikAddon()
 	}
