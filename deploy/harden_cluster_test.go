@@ -210,13 +210,7 @@ func TestHardenOnTheShape(t *testing.T) {
 	if after.Exit != 0 || !after.Result.Contained || len(after.Result.Advice) > 0 || len(after.Result.Hardening) != 1 || !after.Result.Hardening[0].Hardened() {
 		t.Errorf("the %s shape hardened: exit %d, contained %v, reports %+v\n%s", o.Enforcer(), after.Exit, after.Result.Contained, after.Result.Hardening, after.ErrOut)
 	}
-	enf := ""
-	for _, f := range after.Result.Cluster {
-		if f["name"] == "enforcer" {
-			enf, _ = f["value"].(string)
-			break
-		}
-	}
+	enf := after.enforcer()
 	if enf != o.Enforcer() {
 		t.Errorf("af check names enforcer %q, the cluster runs %s: %v", enf, o.Enforcer(), after.Result.Cluster)
 	}
@@ -327,15 +321,7 @@ func TestHardenKeepsItsRules(t *testing.T) {
 	h := testcluster.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	shipped, _ := asShipped(t, ctx, h, filepath.Join("harden", "harden.yaml"))
-	uninstall, _ := asShipped(t, ctx, h, filepath.Join("harden", "uninstall.yaml"))
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", uninstall)
-		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", shipped)
-		_ = harden.RemoveAll(c, harden.Host{})
-	})
+	shipped, uninstall := hardenManifests(t, ctx, h)
 	if out, err := h.Kubectl(ctx, "", "apply", "-f", shipped); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
 	}
@@ -424,6 +410,119 @@ func TestHardenKeepsItsRules(t *testing.T) {
 	}
 
 	// The uninstall path removes them, and says so.
+	uninstallHarden(t, ctx, h, shipped, uninstall, func() {
+		for name, ok := range present(t, ctx, rules) {
+			if ok {
+				t.Errorf("%s still on the node after the uninstall", name)
+			}
+		}
+	})
+	h.RequireState(t, testcluster.StateHoles)
+}
+
+// TestHardenLeavesCiliumAlone: on an enforcer that closes what af knows of by itself (Cilium:
+// the node is an identity its policies govern, IPv6 off drops the link-local segment), af check
+// as af-ci says contained with exit 0; deploy/harden applied as written reads the enforcer from
+// the node's packet filter, adds no rule and says why (its report's notes, its metrics), and
+// af check then names the enforcer from its report; the uninstall finds nothing of af's to
+// remove. The node's packet filter is the same before and after (no chain of af's).
+func TestHardenLeavesCiliumAlone(t *testing.T) {
+	h := testcluster.Require(t)
+	h.RequireState(t, testcluster.StateEnforcing)
+	if h.Enforcer != testcluster.EnforcerCilium {
+		t.Fatalf("PRECONDITION: the test cluster with Cilium (afcluster up -enforcer cilium); it runs %q", h.Enforcer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shipped, uninstall := hardenManifests(t, ctx, h)
+	before := afCheckAsCI(t, ctx, h)
+	if before.Exit != 0 || !before.Result.Contained || len(before.Result.Advice) > 0 {
+		t.Errorf("af check on Cilium: exit %d, contained %v, advice %+v\n%s", before.Exit, before.Result.Contained, before.Result.Advice, before.ErrOut)
+	}
+	afChains := func() []string {
+		var found []string
+		tables := harden.ReadTables(ctx, harden.Host{}, "/proc/net/netfilter/nfnetlink_queue")
+		for _, chain := range harden.Chains {
+			if strings.Contains(tables.IPv4, ":"+chain+" ") || strings.Contains(tables.IPv6, ":"+chain+" ") {
+				found = append(found, chain)
+			}
+		}
+		return found
+	}
+	if c := afChains(); len(c) > 0 {
+		t.Fatalf("PRECONDITION: no chain of af's on the node; found %v", c)
+	}
+
+	if out, err := h.Kubectl(ctx, "", "apply", "-f", shipped); err != nil {
+		t.Fatalf("kubectl apply -f deploy/harden/harden.yaml: %v\n%s", err, out)
+	}
+	rep := waitReport(t, ctx, h, func(r harden.Report) error {
+		if r.Found.Enforcer == harden.Unknown || len(r.Notes) == 0 {
+			return fmt.Errorf("no reading yet: %+v", r)
+		}
+		return nil
+	})
+	t.Logf("deploy/harden on Cilium: enforcer %s (%s), rules %+v, notes %q", rep.Found.Enforcer, rep.Found.Evidence, rep.Rules, rep.Notes)
+	if rep.Found.Enforcer != harden.Cilium || len(rep.Rules) != 0 || !rep.Hardened() || !strings.Contains(strings.Join(rep.Notes, " "), "af knows no hole") {
+		t.Errorf("deploy/harden on Cilium: enforcer %q, rules %+v, hardened %v, notes %q", rep.Found.Enforcer, rep.Rules, rep.Hardened(), rep.Notes)
+	}
+	metrics := scrapeHarden(t, ctx, func(body string) error {
+		if !strings.Contains(body, `af_harden_enforcer{enforcer="cilium"} 1`+"\n") {
+			return errors.New("no af_harden_enforcer for cilium")
+		}
+		return nil
+	})
+	if strings.Contains(metrics, "af_harden_rule_in_place{") {
+		t.Errorf("the agent's metrics count a rule in place on Cilium:\n%s", metrics)
+	}
+	if c := afChains(); len(c) > 0 {
+		t.Errorf("deploy/harden added %v on Cilium", c)
+	}
+	after := afCheckAsCI(t, ctx, h)
+	enf := after.enforcer()
+	if after.Exit != 0 || !after.Result.Contained || len(after.Result.Advice) > 0 || len(after.Result.Hardening) != 1 || enf != string(harden.Cilium) {
+		t.Errorf("af check with deploy/harden on Cilium: exit %d, contained %v, enforcer %q, reports %+v\n%s", after.Exit, after.Result.Contained, enf, after.Result.Hardening, after.ErrOut)
+	}
+
+	uninstallHarden(t, ctx, h, shipped, uninstall, func() {
+		if c := afChains(); len(c) > 0 {
+			t.Errorf("%v on the node after the uninstall", c)
+		}
+	})
+	h.RequireState(t, testcluster.StateEnforcing)
+}
+
+// enforcer is the enforcer af check names among its facts ("" when none).
+func (r checkRun) enforcer() string {
+	for _, f := range r.Result.Cluster {
+		if f["name"] == "enforcer" {
+			v, _ := f["value"].(string)
+			return v
+		}
+	}
+	return ""
+}
+
+// hardenManifests are deploy/harden's manifests as shipped (harden.yaml, uninstall.yaml), with
+// everything of them removed from the cluster and the node when the test ends.
+func hardenManifests(t *testing.T, ctx context.Context, h *testcluster.Handle) (shipped, uninstall string) {
+	t.Helper()
+	shipped, _ = asShipped(t, ctx, h, filepath.Join("harden", "harden.yaml"))
+	uninstall, _ = asShipped(t, ctx, h, filepath.Join("harden", "uninstall.yaml"))
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", uninstall)
+		_, _ = h.Kubectl(c, "", "delete", "--ignore-not-found", "--wait=true", "-f", shipped)
+		_ = harden.RemoveAll(c, harden.Host{})
+	})
+	return shipped, uninstall
+}
+
+// uninstallHarden applies deploy/harden/uninstall.yaml as written, waits for its report,
+// checks the node with after, then deletes everything of deploy/harden.
+func uninstallHarden(t *testing.T, ctx context.Context, h *testcluster.Handle, shipped, uninstall string, after func()) {
+	t.Helper()
 	if out, err := h.Kubectl(ctx, "", "apply", "-f", uninstall); err != nil {
 		t.Fatalf("kubectl apply -f deploy/harden/uninstall.yaml: %v\n%s", err, out)
 	}
@@ -433,15 +532,10 @@ func TestHardenKeepsItsRules(t *testing.T) {
 		}
 		return nil
 	})
-	for name, ok := range present(t, ctx, rules) {
-		if ok {
-			t.Errorf("%s still on the node after the uninstall", name)
-		}
-	}
+	after()
 	for _, f := range []string{uninstall, shipped} {
 		if out, err := h.Kubectl(ctx, "", "delete", "--ignore-not-found", "--wait=true", "-f", f); err != nil {
 			t.Errorf("kubectl delete -f %s: %v\n%s", f, err, out)
 		}
 	}
-	h.RequireState(t, testcluster.StateHoles)
 }

@@ -66,6 +66,7 @@ func TestPlan(t *testing.T) {
 			[]string{"ip6tables/AF-LINK-LOCAL"}, "no process reads a netfilter queue"},
 		{"no pod range", Node{Found: Found{Enforcer: KubeRouter, NodePortFirst: 30000, NodePortLast: 32767}}, nil, "no pod range"},
 		{"calico", Node{Found: Found{Enforcer: Calico}, PodCIDRs: []string{"10.244.1.0/24"}}, nil, "af knows no hole"},
+		{"cilium beside a bridge another CNI left", Node{Found: Found{Enforcer: Cilium, Queue: -1}, PodCIDRs: []string{"10.244.0.0/24"}, Bridges: []string{"af-cni0"}}, nil, "no link-local rule on af-cni0"},
 		{"no enforcer", Node{Found: Found{Enforcer: Unknown}, PodCIDRs: []string{"10.244.1.0/24"}, Bridges: []string{"cni0"}}, nil, "nothing done"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

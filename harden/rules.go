@@ -133,9 +133,16 @@ type Node struct {
 // not do and why.
 func Plan(n Node) (rules []Rule, notes []string) {
 	v4, v6 := splitFamilies(n.PodCIDRs)
-	if len(n.Bridges) > 0 {
+	switch {
+	case n.Found.Enforcer == Calico || n.Found.Enforcer == Cilium:
+		// Each pod has its own link, routed by the enforcer's datapath: a bridge holding an
+		// address in the pods' range (left by another CNI) carries none of their traffic.
+		if len(n.Bridges) > 0 {
+			notes = append(notes, fmt.Sprintf("%s routes each pod through its own link: no link-local rule on %s (af check tries the segment)", n.Found.Enforcer, strings.Join(n.Bridges, ", ")))
+		}
+	case len(n.Bridges) > 0:
 		rules = append(rules, LinkLocal(n.Bridges))
-	} else {
+	default:
 		notes = append(notes, "no bridge carries the pods' range: no link-local rule (af check tries the segment)")
 	}
 	byFamily := func(make func(tool string, cidrs []string) Rule) {

@@ -213,13 +213,16 @@ func RestartAPIServer(ctx context.Context, downFor time.Duration, log func(strin
 	return c.RestartAPIServer(ctx, downFor)
 }
 
-// StopEnforcer sends the running cluster's enforcer (kube-network-policies or kube-router) sig
+// StopEnforcer sends the running cluster's enforcer (kube-network-policies, kube-router or cilium-agent) sig
 // and returns when it is gone; StartEnforcer starts it again and waits until it enforces.
 // Tests of how traffic fares while the enforcer is away use them.
 func StopEnforcer(ctx context.Context, sig syscall.Signal, log func(string, ...any)) error {
-	return withEnforcer(log, func(c *node.Cluster, kubeRouter bool) error {
-		if kubeRouter {
+	return withEnforcer(log, func(c *node.Cluster, enforcer string) error {
+		switch enforcer {
+		case EnforcerKubeRouter:
 			return c.StopKubeRouter(ctx, sig)
+		case EnforcerCilium:
+			return c.StopCilium(ctx, sig)
 		}
 		return c.StopKubeNetworkPolicies(ctx, sig)
 	})
@@ -227,16 +230,19 @@ func StopEnforcer(ctx context.Context, sig syscall.Signal, log func(string, ...a
 
 // StartEnforcer: see StopEnforcer.
 func StartEnforcer(ctx context.Context, log func(string, ...any)) error {
-	return withEnforcer(log, func(c *node.Cluster, kubeRouter bool) error {
-		if kubeRouter {
+	return withEnforcer(log, func(c *node.Cluster, enforcer string) error {
+		switch enforcer {
+		case EnforcerKubeRouter:
 			return c.StartKubeRouter(ctx)
+		case EnforcerCilium:
+			return c.StartCilium(ctx)
 		}
 		return c.StartKubeNetworkPolicies(ctx)
 	})
 }
 
 // withEnforcer calls f with the running cluster and which enforcer it runs.
-func withEnforcer(log func(string, ...any), f func(c *node.Cluster, kubeRouter bool) error) error {
+func withEnforcer(log func(string, ...any), f func(c *node.Cluster, enforcer string) error) error {
 	c, err := cluster(Options{Log: log})
 	if err != nil {
 		return err
@@ -245,7 +251,7 @@ func withEnforcer(log func(string, ...any), f func(c *node.Cluster, kubeRouter b
 	if err != nil {
 		return err
 	}
-	return f(c, enforcer == EnforcerKubeRouter)
+	return f(c, enforcer)
 }
 
 // SetLinkLocalRule puts the link-local rule (the AF-LINK-LOCAL ip6tables chain on the pods'

@@ -26,11 +26,13 @@ package main
 //     with every IPv6 route denied; 2c. then with kube-router IPv4-only (its IPv6 hole), af up
 //     refuses naming the IPv6 routes.
 //  3. kube-network-policies, hardened (IPv6 off in pods, pods' connections to the node queued
-//     to it): the testcluster suite's enforcement tests, the gate behind 20 pod starts, af up
-//     of the example, the watch, and conformance, which the verdict reader must accept with 0
-//     skipped; 3b. then with its holes open, one after the other: af up refuses naming the
+//     to it): the testcluster suite's enforcement tests, the gate behind 20 pod starts and the
+//     watch; 3b. then with its holes open, one after the other: af up refuses naming the
 //     link-local, node and API server routes, and the conformance negative control requires
-//     exactly those behaviours to fail by an escape.
+//     exactly those behaviours to fail by an escape; 3c. the holes closed by deploy/harden as
+//     on kind: af up of the example, and conformance, which the verdict reader must accept
+//     with 0 skipped. 3d. Cilium: the controls, the gate, af up of the example, af check and
+//     deploy/harden, and conformance.
 //  4. no enforcer, together: default-deny blocks nothing; af up refuses with AF-RUN-043 naming
 //     the routes and runs no service image; so does the action under act, failing its check;
 //     and the conformance negative control, every behaviour that tries a route failing by an
@@ -242,11 +244,12 @@ func plan() []entry {
 		// example's transparent request failed (502); the gate test alone takes under two
 		// minutes.
 		run1(clusterGo("knp-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/")),
-		run1(clusterGo("knp-runtime", "-run", only("TestUpTheExample"), kr)),
 		// Alone: the watch after the start, on this enforcer; it stops and starts it (SIGINT,
 		// SIGTERM).
 		run1(clusterGo("knp-watch", "-run", only("TestWatch"), kr)),
-		run1(conformance("knp-conformance", "bin/conformance-knp.jsonl", []string{"ENFORCER=kube-network-policies"})),
+		// af up of the example and conformance on this enforcer run once, in 3c: on the same
+		// enforcer with the same rules (package harden's), put in place by deploy/harden
+		// instead of afcluster, so the product's agent is what they prove.
 
 		say("3b. the same cluster with IPv6 left on in pods and pods' connections to the node not queued (its holes)"),
 		run1(afcluster("knp-holes-open", "holes", "open")),
@@ -259,21 +262,33 @@ func plan() []entry {
 			"--expect-refusal", "--escape", "egress/no-bypass-by-ipv6-link-local", "--escape", "egress/no-node-access", "--escape", "egress/no-api-server")),
 		say("3c. the same holes closed by deploy/harden, as on kind (kindnet enforces through kube-network-policies' library)"),
 		run1(clusterGo("kind-shape-harden", "-run", only("TestHardenOnTheShape"), "./deploy/")),
+		// af up of the example (contained; the resolver's first answer for a service's full
+		// name) and conformance, accepted with 0 skipped, on kube-network-policies hardened by
+		// the product's agent. One after the other: this enforcer decides each new connection
+		// in userspace.
 		run1(clusterGo("kind-shape-hardened-example", "-run", only("TestUpTheExample"), kr)),
 		run1(conformance("kind-shape-hardened-conformance", "bin/conformance-kind-hardened.jsonl", []string{"AF_CONFORMANCE_AS_IS=1"})),
 		run1(clusterGo("kind-shape-harden-keeps", "-run", only("TestHardenKeepsItsRules"), "./deploy/")),
 
 		say("3d. the cluster again with Cilium (cilium-agent's eBPF datapath, without its operator): a third kind of enforcer"),
 		run1(afcluster("cluster-up-cilium", "up", "-enforcer", "cilium")),
-		// Side by side (decided in the kernel; each uses only its own namespaces and counts only
-		// its own environments): the controls and the gate's 20 starts, af up of the example, and
+		// Then side by side (decided in the kernel; each uses only its own namespaces and counts
+		// only its own environments): af up of the example, af check and deploy/harden, and
 		// conformance.
+		// Alone first: the agent stopped and killed (TestEnforcerAway: its datapath stays, the
+		// policies hold, new pods wait for it) would hold up every other lane's pods.
+		run1(clusterGo("cilium-testcluster", "-run", only("TestEnforce", "TestGuardCountersZero", "TestEnforcerAway"), tc)),
+		// Alone, as on the other enforcers: it counts every packet that arrives at the fake
+		// internet's public address, and conformance's controls send there (beside it, 6 did:
+		// 2026-12-07, by hand).
+		run1(clusterGo("cilium-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/")),
 		together(
-			lane{name: "cilium_node", phases: []phase{
-				clusterGo("cilium-testcluster", "-run", only("TestEnforce", "TestGuardCountersZero"), tc),
-				clusterGo("cilium-gate-on-cluster", "-run", only("TestGatedPodsOnTheCluster"), "./gate/"),
+			// af check as af-ci (contained, exit 0) before and after deploy/harden, which reads
+			// Cilium off the node, adds nothing and says why; then its uninstall.
+			lane{name: "cilium_example", phases: []phase{
+				clusterGo("cilium-example", "-run", only("TestUpTheExample"), kr),
+				clusterGo("cilium-af-check-harden", "-run", only("TestHardenLeavesCiliumAlone"), "./deploy/"),
 			}},
-			one("cilium_example", clusterGo("cilium-example", "-run", only("TestUpTheExample"), kr)),
 			one("cilium_conformance", conformance("cilium-conformance", "bin/conformance-cilium.jsonl", []string{"ENFORCER=cilium"})),
 		),
 

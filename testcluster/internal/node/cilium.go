@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/antifailure/af/testcluster/internal/build"
@@ -201,6 +202,31 @@ func (c *Cluster) startCilium(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	return c.startCiliumAgent(ctx)
+}
+
+// StopCilium sends the running cilium-agent sig and returns when it is gone; its datapath
+// stays as its shutdown leaves it (nothing is removed here).
+func (c *Cluster) StopCilium(ctx context.Context, sig syscall.Signal) error {
+	return c.signalProcess(ctx, EnforcerCilium, "cilium-agent", sig)
+}
+
+// StartCilium starts cilium-agent again on the running cluster and waits until it is ready
+// (its CNI configuration written anew).
+func (c *Cluster) StartCilium(ctx context.Context) error {
+	if _, err := c.stateOf(EnforcerCilium); err != nil {
+		return err
+	}
+	c.bins.ciliumAgent = filepath.Join(c.dirs.Bin(), "cilium-agent") // linked there at up
+	// Its readiness is the configuration it writes: the one of its last run goes first.
+	if err := os.Remove(c.ciliumCNIConf()); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return c.startCiliumAgent(ctx)
+}
+
+// startCiliumAgent starts the agent and waits for the CNI configuration it writes when ready.
+func (c *Cluster) startCiliumAgent(ctx context.Context) error {
 	if err := c.start(c.ciliumAgent()); err != nil {
 		return err
 	}

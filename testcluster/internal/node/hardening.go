@@ -224,12 +224,9 @@ func (c *Cluster) StopKubeRouter(ctx context.Context, sig syscall.Signal) error 
 // StartKubeRouter starts kube-router again on the running cluster, with the options it was
 // brought up with (its NodePort range as the holes now stand), and waits for its chains.
 func (c *Cluster) StartKubeRouter(ctx context.Context) error {
-	st, err := ReadState(c.dirs)
+	st, err := c.stateOf(EnforcerKubeRouter)
 	if err != nil {
 		return err
-	}
-	if st.Enforcer != EnforcerKubeRouter {
-		return fmt.Errorf("this cluster runs enforcer %s, not kube-router", st.Enforcer)
 	}
 	c.opts.Holes, c.opts.DualStack = st.OpenHoles(), st.DualStack
 	c.bins.kubeRouter = filepath.Join(c.dirs.Bin(), "kube-router")

@@ -78,12 +78,26 @@ func (c *Cluster) StopKubeNetworkPolicies(ctx context.Context, sig syscall.Signa
 // signalEnforcer sends the running enforcer (the process named as the enforcer is) sig and
 // returns when it is gone, after checking that it is this cluster's enforcer.
 func (c *Cluster) signalEnforcer(ctx context.Context, name string, sig syscall.Signal) error {
+	return c.signalProcess(ctx, name, name, sig)
+}
+
+// stateOf is the running cluster's recorded state, when it runs enforcer.
+func (c *Cluster) stateOf(enforcer string) (State, error) {
 	st, err := ReadState(c.dirs)
 	if err != nil {
-		return err
+		return st, err
 	}
-	if st.Enforcer != name {
-		return fmt.Errorf("this cluster runs enforcer %s, not %s", st.Enforcer, name)
+	if st.Enforcer != enforcer {
+		return st, fmt.Errorf("this cluster runs enforcer %s, not %s", st.Enforcer, enforcer)
+	}
+	return st, nil
+}
+
+// signalProcess sends process (the enforcer's program) sig and returns when it is gone, after
+// checking that this cluster runs enforcer.
+func (c *Cluster) signalProcess(ctx context.Context, enforcer, name string, sig syscall.Signal) error {
+	if _, err := c.stateOf(enforcer); err != nil {
+		return err
 	}
 	pid, err := readPid(filepath.Join(c.dirs.Pids(), name+".pid"))
 	if err != nil || !alive(pid) {
@@ -105,12 +119,9 @@ func (c *Cluster) signalEnforcer(ctx context.Context, name string, sig syscall.S
 // StartKubeNetworkPolicies starts kube-network-policies again on the running cluster and waits
 // until it enforces (its queue rules in place and read).
 func (c *Cluster) StartKubeNetworkPolicies(ctx context.Context) error {
-	st, err := ReadState(c.dirs)
+	st, err := c.stateOf(EnforcerKubeNetworkPolicies)
 	if err != nil {
 		return err
-	}
-	if st.Enforcer != EnforcerKubeNetworkPolicies {
-		return fmt.Errorf("this cluster runs enforcer %s, not kube-network-policies", st.Enforcer)
 	}
 	c.opts.Holes = st.OpenHoles()
 	c.bins.kubeNetworkPolicies = filepath.Join(c.dirs.Bin(), "kube-network-policies") // linked there at up

@@ -90,7 +90,7 @@ func (c *Cluster) Observe(ctx context.Context) (Observed, error) {
 	o.Cilium = o.CiliumProcess && o.CiliumDatapath
 	o.CiliumIPv4Only = o.CiliumProcess && c.processHasArg("cilium-agent", "--enable-ipv6=false")
 	conf, err := os.ReadFile(filepath.Join(c.configDir(), "cni", "10-af-bridge.conflist"))
-	if err != nil && !(os.IsNotExist(err) && o.CiliumProcess) { // Cilium's agent writes its own
+	if err != nil && !(os.IsNotExist(err) && (o.CiliumProcess || o.CiliumDatapath)) { // Cilium's agent writes its own
 		return o, fmt.Errorf("reading the CNI configuration: %w", err)
 	}
 	o.PodIPv6Off = strings.Contains(string(conf), `"net.ipv6.conf.all.disable_ipv6": "1"`)
