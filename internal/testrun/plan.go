@@ -174,7 +174,7 @@ func plan() []entry {
 			}},
 			one("archives", clusterGo("runtime-archives", "-run", only("TestUpPublishesArchives"), kr)),
 			one("window", clusterGo("startup-window", "-run", only("TestStartupWindow"), tc)),
-			one("deploy", clusterGo("deploy-as-written", "-skip", only("TestHardenOnTheShape", "TestHardenKeepsItsRules"), "./deploy/")),
+			one("deploy", clusterGo("deploy-as-written", "-skip", only("TestHardenOnTheShape", "TestHardenKeepsItsRules", "TestHardenLeavesCiliumAlone"), "./deploy/")),
 		),
 		// Four at a time: tests that touch only their own environments run beside each other
 		// (those that stop the enforcer, add a node or take most of its CPU run alone first:
